@@ -1,0 +1,395 @@
+"""Boards are data: a board is a TOML file in ``boards/`` (schema documented at the top of each file).
+
+This module only reads and checks those files and derives what the firmware build needs from them
+(linker memory regions, MPU regions, compiler flags); nothing board-specific is written in Python.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from edgemem.errors import EdgememError
+
+BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+
+_TIMER_KINDS = ("cmsdk", "stm32_tim_pair")
+_SPEEDS = ("fast", "normal")
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    name: str
+    base: int
+    size: int
+    speed: str = "normal"
+    default: bool = False
+    qemu: bool = True  # modelled by the board's QEMU machine
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+@dataclass(frozen=True)
+class Core:
+    cpu: str
+    fpu: str = "none"
+    float_abi: str = "soft"
+    dsp: bool = False
+
+    @property
+    def has_fpu(self) -> bool:
+        return self.fpu != "none"
+
+    @property
+    def gcc_flags(self) -> list[str]:
+        flags = [f"-mcpu={self.cpu}", "-mthumb"]
+        if self.has_fpu:
+            flags += [f"-mfpu={self.fpu}", f"-mfloat-abi={self.float_abi}"]
+        else:
+            flags += ["-mfloat-abi=soft"]
+        return flags
+
+
+@dataclass(frozen=True)
+class Peripheral:
+    name: str
+    base: int
+    size: int
+
+
+@dataclass(frozen=True)
+class QemuTimer:
+    kind: str
+    base: int
+    hz: int
+    irq: int | None = None
+    coarse_base: int | None = None
+    coarse_prescaler: int | None = None
+
+
+@dataclass(frozen=True)
+class QemuConfig:
+    machine: str
+    cpu: str
+    flash_base: int
+    ram_base: int
+    timer: QemuTimer
+    icount_shift: int = 0
+    console: str = "semihosting"
+    peripherals: tuple[Peripheral, ...] = ()
+
+    @property
+    def instructions_per_tick(self) -> Fraction:
+        """Instructions per timer tick: with -icount shift=N one instruction takes 2^N ns of virtual time."""
+        return Fraction(10**9, self.timer.hz * (1 << self.icount_shift))
+
+
+@dataclass(frozen=True)
+class LinkRegion:
+    """One linker MEMORY region of the QEMU image (contiguous modelled board regions merged)."""
+
+    name: str  # linker region name, e.g. RAM_DTCM
+    origin: int
+    length: int
+    members: tuple[MemoryRegion, ...]
+    default: bool
+
+
+@dataclass(frozen=True)
+class MpuRegion:
+    name: str
+    base: int
+    size_log2: int  # region is 2**size_log2 bytes
+    srd: int  # subregion-disable mask (8 bits)
+    rasr: int  # value for MPU_RASR (attributes, SRD, SIZE, ENABLE)
+
+    @property
+    def size(self) -> int:
+        return 1 << self.size_log2
+
+    def rbar(self, number: int) -> int:
+        return self.base | 0x10 | number  # VALID + REGION
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    description: str
+    core: Core
+    flash: MemoryRegion
+    ram: tuple[MemoryRegion, ...]
+    qemu: QemuConfig
+    stack_size: int = 8192
+    source: Path | None = field(default=None, compare=False)
+
+    # ---- plain facts -------------------------------------------------------------------------
+    @property
+    def ram_bytes(self) -> int:
+        return sum(r.size for r in self.ram)
+
+    @property
+    def flash_bytes(self) -> int:
+        return self.flash.size
+
+    @property
+    def default_ram(self) -> MemoryRegion:
+        for r in self.ram:
+            if r.default:
+                return r
+        return self.ram[0]
+
+    def ram_region(self, name: str) -> MemoryRegion | None:
+        for r in self.ram:
+            if r.name.lower() == name.lower():
+                return r
+        return None
+
+    # ---- the QEMU image ----------------------------------------------------------------------
+    def qemu_address(self, region: MemoryRegion) -> int:
+        """Where a modelled RAM region sits under QEMU (the lowest one at qemu.ram_base, offsets kept)."""
+        lowest = min(r.base for r in self.ram if r.qemu)
+        return region.base - lowest + self.qemu.ram_base
+
+    def link_regions(self) -> list[LinkRegion]:
+        """Linker RAM regions for the QEMU image: modelled board regions, contiguous ones merged."""
+        modelled = sorted((r for r in self.ram if r.qemu), key=lambda r: r.base)
+        groups: list[list[MemoryRegion]] = []
+        for r in modelled:
+            if groups and groups[-1][-1].end == r.base:
+                groups[-1].append(r)
+            else:
+                groups.append([r])
+        default = self.default_ram
+        if not default.qemu:
+            raise EdgememError(f"board {self.name}: the default RAM region {default.name} is not modelled by QEMU")
+        out = []
+        for g in groups:
+            out.append(
+                LinkRegion(
+                    name="RAM_" + _ident(g[0].name).upper(),
+                    origin=self.qemu_address(g[0]),
+                    length=sum(r.size for r in g),
+                    members=tuple(g),
+                    default=default in g,
+                )
+            )
+        return out
+
+    def pool_region(self, pool_name: str) -> LinkRegion:
+        """The linker region a pool named `pool_name` lands in (a matching board region, else the default)."""
+        regions = self.link_regions()
+        for lr in regions:
+            if any(m.name.lower() == pool_name.lower() for m in lr.members):
+                return lr
+        return next(lr for lr in regions if lr.default)
+
+    def peripherals(self) -> list[Peripheral]:
+        return list(self.qemu.peripherals)
+
+    def mpu_regions(self) -> list[MpuRegion]:
+        """MPU regions allowing exactly: the flash image (read-only, executable), the board's RAM (modelled
+        regions, no execute) and the peripheral windows used (device, no execute). Everything else faults
+        because the default background map (PRIVDEFENA) stays off."""
+        out: list[MpuRegion] = []
+        # AP: 0b110 read-only, 0b011 read/write. TEX/S/C/B: flash normal WT, RAM normal WBWA, devices shared device.
+        flash_attr = (0b110 << 24) | (0b000 << 19) | (1 << 17)
+        ram_attr = (1 << 28) | (0b011 << 24) | (0b001 << 19) | (1 << 17) | (1 << 16)
+        dev_attr = (1 << 28) | (0b011 << 24) | (1 << 18) | (1 << 16)
+        for base, size_log2, srd in _cover(self.qemu.flash_base, self.flash.size):
+            out.append(_mpu("flash", base, size_log2, srd, flash_attr))
+        for lr in self.link_regions():
+            for base, size_log2, srd in _cover(lr.origin, lr.length):
+                out.append(_mpu(lr.name.lower(), base, size_log2, srd, ram_attr))
+        for p in self.peripherals():
+            for base, size_log2, srd in _cover(p.base, p.size):
+                out.append(_mpu(p.name, base, size_log2, srd, dev_attr))
+        if len(out) > 8:
+            raise EdgememError(
+                f"board {self.name}: needs {len(out)} MPU regions, the core has 8 "
+                f"({', '.join(r.name for r in out)}); align the memory map or drop peripherals"
+            )
+        return out
+
+    def c_defines(self) -> dict[str, str]:
+        """-D macros the firmware C (startup.c, em_runtime.c) is compiled with."""
+        t = self.qemu.timer
+        ipt = self.qemu.instructions_per_tick
+        d: dict[str, str] = {
+            "EM_BOARD_NAME": f'"{self.name}"',
+            "EM_HAS_FPU": "1" if self.core.has_fpu else "0",
+            "EM_TICK_NUM": f"{ipt.numerator}u",
+            "EM_TICK_DEN": f"{ipt.denominator}u",
+            "EM_TIMER_BASE": f"0x{t.base:08X}u",
+            "EM_NUM_IRQS": "96",
+        }
+        if t.kind == "cmsdk":
+            d["EM_TIMER_CMSDK"] = "1"
+            d["EM_TIMER_IRQ"] = str(t.irq)
+        elif t.kind == "stm32_tim_pair":
+            d["EM_TIMER_STM32_PAIR"] = "1"
+            d["EM_TIMER_COARSE_BASE"] = f"0x{t.coarse_base:08X}u"
+            d["EM_TIMER_COARSE_PSC"] = f"{t.coarse_prescaler - 1}u"
+        regions = self.mpu_regions()
+        d["EM_MPU_NREGIONS"] = str(len(regions))
+        for i, r in enumerate(regions):
+            d[f"EM_MPU_RBAR_{i}"] = f"0x{r.rbar(i):08X}u"
+            d[f"EM_MPU_RASR_{i}"] = f"0x{r.rasr:08X}u"
+        return d
+
+
+# ---- loading -------------------------------------------------------------------------------------
+
+
+def list_boards() -> list[str]:
+    """Names of the boards shipped in boards/."""
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
+
+
+def load_board(name_or_path: str | Path) -> Board:
+    """Load a board by name (a file in boards/) or by the path of a .toml file."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or "/" in str(name_or_path) or "\\" in str(name_or_path):
+        path = p
+    else:
+        path = BOARDS_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        known = ", ".join(list_boards()) or "(none)"
+        raise EdgememError(f"unknown board '{name_or_path}': known boards are {known}; or pass the path of a board .toml file")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise EdgememError(f"board file {path} is not valid TOML: {e}") from e
+    try:
+        return _parse(data, path)
+    except (KeyError, TypeError, ValueError) as e:
+        raise EdgememError(f"board file {path}: {e}") from e
+
+
+def _need(d: dict, key: str, where: str):
+    if key not in d:
+        raise KeyError(f"missing '{key}' in {where}")
+    return d[key]
+
+
+def _int(d: dict, key: str, where: str) -> int:
+    v = _need(d, key, where)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise ValueError(f"'{key}' in {where} must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _parse(data: dict, path: Path) -> Board:
+    name = str(_need(data, "name", "the top level"))
+    core_d = _need(data, "core", "the top level")
+    core = Core(
+        cpu=str(_need(core_d, "cpu", "[core]")),
+        fpu=str(core_d.get("fpu", "none")),
+        float_abi=str(core_d.get("float_abi", "soft" if core_d.get("fpu", "none") == "none" else "hard")),
+        dsp=bool(core_d.get("dsp", False)),
+    )
+    fl = _need(data, "flash", "the top level")
+    flash = MemoryRegion("flash", _int(fl, "base", "[flash]"), _int(fl, "size", "[flash]"))
+    ram = []
+    for i, r in enumerate(_need(data, "ram", "the top level")):
+        where = f"[[ram]] #{i + 1}"
+        speed = str(r.get("speed", "normal"))
+        if speed not in _SPEEDS:
+            raise ValueError(f"speed in {where} must be one of {_SPEEDS}, got {speed!r}")
+        rname = str(_need(r, "name", where))
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", rname):
+            raise ValueError(f"name in {where} must be an identifier, got {rname!r}")
+        ram.append(
+            MemoryRegion(rname, _int(r, "base", where), _int(r, "size", where), speed,
+                         bool(r.get("default", False)), bool(r.get("qemu", True)))
+        )
+    if not ram:
+        raise ValueError("at least one [[ram]] region is needed")
+    if sum(r.default for r in ram) > 1:
+        raise ValueError("more than one [[ram]] region has default = true")
+    q = _need(data, "qemu", "the top level")
+    td = _need(q, "timer", "[qemu]")
+    kind = str(_need(td, "kind", "[qemu.timer]"))
+    if kind not in _TIMER_KINDS:
+        raise ValueError(f"[qemu.timer] kind must be one of {_TIMER_KINDS}, got {kind!r}")
+    timer = QemuTimer(
+        kind=kind,
+        base=_int(td, "base", "[qemu.timer]"),
+        hz=_int(td, "hz", "[qemu.timer]"),
+        irq=_int(td, "irq", "[qemu.timer]") if kind == "cmsdk" else None,
+        coarse_base=_int(td, "coarse_base", "[qemu.timer]") if kind == "stm32_tim_pair" else None,
+        coarse_prescaler=_int(td, "coarse_prescaler", "[qemu.timer]") if kind == "stm32_tim_pair" else None,
+    )
+    if timer.hz == 0:
+        raise ValueError("[qemu.timer] hz must be > 0")
+    periph = tuple(
+        Peripheral(str(_need(p, "name", "[[qemu.peripheral]]")), _int(p, "base", "[[qemu.peripheral]]"),
+                   _int(p, "size", "[[qemu.peripheral]]"))
+        for p in q.get("peripheral", [])
+    )
+    qemu = QemuConfig(
+        machine=str(_need(q, "machine", "[qemu]")),
+        cpu=str(q.get("cpu", core.cpu)),
+        flash_base=_int(q, "flash_base", "[qemu]"),
+        ram_base=_int(q, "ram_base", "[qemu]"),
+        timer=timer,
+        icount_shift=int(q.get("icount_shift", 0)),
+        console=str(q.get("console", "semihosting")),
+        peripherals=periph,
+    )
+    if qemu.console != "semihosting":
+        raise ValueError(f"[qemu] console {qemu.console!r} is not supported (only 'semihosting')")
+    stack_size = _int(data, "stack_size", "the top level") if "stack_size" in data else 8192
+    if stack_size % 8:
+        raise ValueError("stack_size must be a multiple of 8")
+    return Board(name, str(data.get("description", name)), core, flash, tuple(ram), qemu, stack_size, path)
+
+
+# ---- MPU helpers ---------------------------------------------------------------------------------
+
+
+def _ident(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", s)
+
+
+def _mpu(name: str, base: int, size_log2: int, srd: int, attr: int) -> MpuRegion:
+    rasr = attr | (srd << 8) | ((size_log2 - 1) << 1) | 1
+    return MpuRegion(name, base, size_log2, srd, rasr)
+
+
+def _cover(base: int, size: int) -> list[tuple[int, int, int]]:
+    """Cover [base, base+size) exactly with PMSAv7 regions: (region base, log2 size, subregion-disable mask).
+
+    Prefers one region with disabled subregions (e.g. 320 KiB = 512 KiB with 3 of 8 subregions off), else
+    splits greedily into naturally aligned power-of-two blocks."""
+    if size <= 0:
+        return []
+    if base % 32 or size % 32:
+        raise EdgememError(f"memory range 0x{base:08X}+0x{size:X} is not 32-byte aligned, the MPU cannot cover it")
+    log2 = max(5, (size - 1).bit_length())
+    while log2 <= 32:
+        block = base & ~((1 << log2) - 1)
+        if base + size <= block + (1 << log2):
+            if block == base and size == 1 << log2:
+                return [(base, log2, 0)]
+            sub = (1 << log2) // 8
+            if log2 >= 8 and (base - block) % sub == 0 and size % sub == 0:
+                first = (base - block) // sub
+                n = size // sub
+                srd = 0xFF & ~(((1 << n) - 1) << first)
+                return [(block, log2, srd)]
+            break
+        log2 += 1
+    # greedy split into aligned power-of-two blocks
+    out = []
+    addr, end = base, base + size
+    while addr < end:
+        align = (addr & -addr).bit_length() - 1 if addr else 32
+        log2 = min(align, (end - addr).bit_length() - 1)
+        out.append((addr, log2, 0))
+        addr += 1 << log2
+    return out

@@ -1,0 +1,202 @@
+"""Run an edgemem firmware image under qemu-system-arm and parse its `EDGEMEM ...` report."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgemem.board import Board
+from edgemem.errors import DeviceError, ToolchainError
+
+QEMU = "qemu-system-arm"
+APT_HINT = "apt-get install -y qemu-system-arm"
+
+
+@dataclass
+class DeviceReport:
+    """What the profiling firmware printed (see firmware/main.c for the protocol)."""
+
+    outputs: list[bytes]
+    stats: dict[str, int]
+    exit_code: int
+    raw: str
+    board: str = ""
+    errors: list[str] = field(default_factory=list)  # "EDGEMEM error ..." and "EDGEMEM fault ..." lines
+    finished: bool = False  # saw "EDGEMEM end"
+
+    def _stat(self, key: str) -> int:
+        if key not in self.stats:
+            raise DeviceError(f"the device did not report '{key}'; its output was:\n{_tail(self.raw)}")
+        return self.stats[key]
+
+    @property
+    def peak_stack_bytes(self) -> int:
+        return self._stat("stack_peak_bytes")
+
+    @property
+    def stack_size_bytes(self) -> int:
+        return self._stat("stack_size_bytes")
+
+    @property
+    def arena_high_water_bytes(self) -> int:
+        return self._stat("arena_high_water_bytes")
+
+    @property
+    def pool_high_water_bytes(self) -> dict[str, int]:
+        return {
+            k[len("pool_") : -len("_high_water_bytes")]: v
+            for k, v in self.stats.items()
+            if k.startswith("pool_") and k.endswith("_high_water_bytes")
+        }
+
+    @property
+    def static_ram_bytes(self) -> int:
+        return self._stat("data_bytes") + self._stat("bss_bytes")
+
+    @property
+    def instructions(self) -> int:
+        return self._stat("instructions")
+
+    @property
+    def ticks(self) -> int:
+        return self._stat("ticks")
+
+    @property
+    def run_status(self) -> int:
+        return self._stat("run_status")
+
+
+def qemu_args(board: Board) -> list[str]:
+    """qemu-system-arm options for `board` (without -kernel)."""
+    q = board.qemu
+    return [
+        "-M", q.machine,
+        "-cpu", q.cpu,
+        "-nographic",
+        "-monitor", "none",
+        "-icount", f"shift={q.icount_shift},align=off,sleep=off",
+        "-semihosting-config", "enable=on,target=native",
+    ]  # fmt: skip
+
+
+def qemu_command(board: Board, elf_path: str | Path) -> list[str]:
+    return [QEMU, *qemu_args(board), "-kernel", str(elf_path)]
+
+
+def _tail(text: str, limit: int = 4000) -> str:
+    """The end of a transcript, with long output hex lines abbreviated."""
+    lines = []
+    for line in text.strip().splitlines():
+        m = re.match(r"^(EDGEMEM output \d+ )([0-9a-f]+)$", line.strip())
+        if m and len(m.group(2)) > 96:
+            line = f"{m.group(1)}{m.group(2)[:64]}... ({len(m.group(2)) // 2} bytes)"
+        lines.append(line)
+    text = "\n".join(lines)
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceReport:
+    """Parse the EDGEMEM lines of a device/QEMU transcript (lines may be mixed with other output)."""
+    outputs: dict[int, bytes] = {}
+    stats: dict[str, int] = {}
+    errors: list[str] = []
+    finished = False
+    for raw_line in text.splitlines():
+        idx = raw_line.find("EDGEMEM ")
+        if idx < 0:
+            continue
+        line = raw_line[idx:].strip()
+        parts = line.split(" ")
+        kind = parts[1] if len(parts) > 1 else ""
+        if kind == "begin":
+            for p in parts[2:]:
+                if p.startswith("board="):
+                    board = board or p[len("board=") :]
+        elif kind == "output" and len(parts) >= 3:
+            hexdata = parts[3] if len(parts) > 3 else ""
+            try:
+                outputs[int(parts[2])] = bytes.fromhex(hexdata)
+            except ValueError:
+                errors.append(f"malformed output line: {line[:200]}")
+        elif kind == "stat" and len(parts) >= 3 and "=" in parts[2]:
+            key, _, value = parts[2].partition("=")
+            try:
+                stats[key] = int(value)
+            except ValueError:
+                errors.append(f"malformed stat line: {line[:200]}")
+        elif kind in ("error", "fault"):
+            errors.append(line)
+        elif kind == "end":
+            finished = True
+    ordered = [outputs[i] for i in sorted(outputs)]
+    if sorted(outputs) != list(range(len(outputs))):
+        errors.append(f"output indices are not 0..n-1: {sorted(outputs)}")
+    return DeviceReport(ordered, stats, exit_code, text, board, errors, finished)
+
+
+def _device_error(message: str, report: DeviceReport | None) -> DeviceError:
+    err = DeviceError(message)
+    err.report = report  # type: ignore[attr-defined]
+    return err
+
+
+def run_firmware(
+    elf_path: str | Path,
+    board: Board,
+    inputs: list[bytes],
+    timeout_s: float = 60,
+    *,
+    check: bool = True,
+) -> DeviceReport:
+    """Run firmware.elf under QEMU with inputs[i] as the host file input<i>.bin; return the parsed report.
+
+    Raises DeviceError (with the device output) on timeout, fault, error line, missing report or non-zero
+    exit; with check=False only a timeout raises and the report carries whatever the device printed."""
+    qemu = shutil.which(QEMU)
+    if qemu is None:
+        raise ToolchainError(f"{QEMU} not found on PATH: install QEMU with `{APT_HINT}`")
+    elf = Path(elf_path).resolve()
+    if not elf.is_file():
+        raise ToolchainError(f"firmware image {elf} does not exist (build it first)")
+    with tempfile.TemporaryDirectory(prefix="edgemem-qemu-") as tmp:
+        for i, data in enumerate(inputs):
+            (Path(tmp) / f"input{i}.bin").write_bytes(bytes(data))
+        cmd = [qemu, *qemu_args(board), "-kernel", str(elf)]
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=tmp,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            raise _device_error(
+                f"QEMU ({board.qemu.machine}, board {board.name}) did not finish within {timeout_s:g} s "
+                f"(hung or locked up); command: {' '.join(cmd)}\ndevice output:\n{_tail(out)}",
+                parse_device_output(out, -1, board.name),
+            ) from e
+    text = proc.stdout.decode("utf-8", "replace")
+    report = parse_device_output(text, proc.returncode, board.name)
+    if not check:
+        return report
+    problems = list(report.errors)
+    if "Lockup" in text:
+        problems.append("the CPU locked up (a fault inside the fault handler)")
+    if proc.returncode != 0:
+        problems.append(f"exit code {proc.returncode}")
+    if not report.finished:
+        problems.append("no 'EDGEMEM end' line")
+    if problems:
+        raise _device_error(
+            f"firmware run on {board.name} (QEMU {board.qemu.machine}) failed: {'; '.join(problems)}\n"
+            f"command: {' '.join(cmd)}\ndevice output:\n{_tail(text)}",
+            report,
+        )
+    return report

@@ -1,0 +1,195 @@
+"""Firmware project generation and build: linker script + Makefile from the board, arm-none-eabi-gcc via make."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from edgemem.board import Board
+from edgemem.errors import ToolchainError
+
+ROOT = Path(__file__).resolve().parents[2]
+FIRMWARE_DIR = ROOT / "firmware"
+TEMPLATES_DIR = ROOT / "templates"
+
+APT_HINT = "apt-get install -y gcc-arm-none-eabi libnewlib-arm-none-eabi"
+_CFLAGS_STAMP = ".edgemem_build_flags"
+
+
+@dataclass
+class FirmwareSizes:
+    """Section sizes of firmware.elf (from `arm-none-eabi-size -A`), in bytes."""
+
+    flash_bytes: int  # everything stored in flash: code, read-only data, vectors, .data load image
+    text_bytes: int  # .text (incl. vectors) + .rodata + .ARM.ex*
+    data_bytes: int  # .data (RAM, initialised from flash)
+    bss_bytes: int  # .bss, excluding the arena and the stack
+    arena_bytes: int  # all .edgemem_arena* sections
+    stack_bytes: int  # .stack
+    arena_sections: dict[str, int] = field(default_factory=dict)
+    sections: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def static_ram_bytes(self) -> int:
+        return self.data_bytes + self.bss_bytes
+
+    @property
+    def ram_bytes(self) -> int:
+        """Everything the image reserves in RAM: stack + data + bss + arena."""
+        return self.stack_bytes + self.data_bytes + self.bss_bytes + self.arena_bytes
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    env.filters["shell_quote"] = shlex.quote
+    return env
+
+
+def _linker_context(board: Board, stack_size: int) -> dict:
+    regions = board.link_regions()
+    default_lr = next(r for r in regions if r.default)
+    default_member = board.default_ram
+    extra = []
+    for m in board.ram:
+        if m is default_member:
+            continue
+        lr = next((r for r in regions if m in r.members), None)
+        extra.append(
+            {
+                "member": m.name,
+                "region": (lr or default_lr).name,
+                "limit": m.size,
+                "modelled": lr is not None,
+            }
+        )
+    return {
+        "board": board,
+        "flash_origin": board.qemu.flash_base,
+        "flash_length": board.flash.size,
+        "regions": [
+            {"name": r.name, "origin": r.origin, "length": r.length, "members": [m.name for m in r.members]}
+            for r in regions
+        ],
+        "default_region": {"name": default_lr.name, "member": default_member.name, "length": default_lr.length},
+        "extra_arenas": extra,
+        "stack_size": stack_size,
+    }
+
+
+def render_firmware_files(board: Board, project_dir: str | Path, *, stack_size: int | None = None) -> list[Path]:
+    """Write linker.ld and Makefile for `board` into project_dir and copy the runtime C (firmware/*.c, *.h).
+
+    The model (model.h / model.c) is written by the caller. Returns the paths written."""
+    from edgemem.target.qemu import qemu_args  # local import: qemu.py does not need this module
+
+    project = Path(project_dir)
+    project.mkdir(parents=True, exist_ok=True)
+    stack = board.stack_size if stack_size is None else int(stack_size)
+    if stack <= 0 or stack % 8:
+        raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
+    env = _env()
+    written = []
+    linker = env.get_template("linker.ld.j2").render(**_linker_context(board, stack))
+    (project / "linker.ld").write_text(linker)
+    written.append(project / "linker.ld")
+    makefile = env.get_template("Makefile.j2").render(
+        board=board,
+        cpu_flags=board.core.gcc_flags,
+        defines=board.c_defines(),
+        qemu_args=qemu_args(board),
+    )
+    (project / "Makefile").write_text(makefile)
+    written.append(project / "Makefile")
+    for src in sorted(FIRMWARE_DIR.iterdir()):
+        if src.suffix in (".c", ".h"):
+            shutil.copyfile(src, project / src.name)
+            written.append(project / src.name)
+    return written
+
+
+def _require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise ToolchainError(f"{tool} not found on PATH: install the Arm GNU toolchain with `{APT_HINT}`")
+    return path
+
+
+def _tail(text: str, limit: int = 6000) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def build_firmware(
+    project_dir: str | Path,
+    board: Board | None = None,
+    *,
+    timeout: float = 600.0,
+    extra_cflags: list[str] | tuple[str, ...] = (),
+    jobs: int | None = None,
+) -> FirmwareSizes:
+    """Run `make` in project_dir (rendered by render_firmware_files) and return the sizes of firmware.elf.
+
+    `extra_cflags` are passed as EXTRA_CFLAGS (e.g. ["-DEM_TIMER_PRELOAD_TICKS=1000"]); changing them forces a
+    full rebuild. Raises ToolchainError with the compiler's output on failure or timeout."""
+    project = Path(project_dir)
+    if not (project / "Makefile").is_file():
+        raise ToolchainError(f"{project} has no Makefile: call render_firmware_files(board, project_dir) first")
+    _require("arm-none-eabi-gcc")
+    _require("arm-none-eabi-size")
+    make = shutil.which("make")
+    if make is None:
+        raise ToolchainError("make not found on PATH: install it with `apt-get install -y make`")
+    flags = " ".join(extra_cflags)
+    stamp = project / _CFLAGS_STAMP
+    cmd = [make, "-C", str(project), f"-j{jobs or os.cpu_count() or 1}", f"EXTRA_CFLAGS={flags}"]
+    if not stamp.is_file() or stamp.read_text() != flags:
+        cmd.append("-B")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        raise ToolchainError(f"building the firmware in {project} took longer than {timeout:.0f} s (make timed out)") from e
+    if proc.returncode != 0:
+        stamp.unlink(missing_ok=True)
+        raise ToolchainError(
+            f"building the firmware in {project} failed (make exit {proc.returncode}"
+            f"{', board ' + board.name if board else ''}):\n{_tail(proc.stderr or proc.stdout)}"
+        )
+    stamp.write_text(flags)
+    return firmware_sizes(project / "firmware.elf")
+
+
+def firmware_sizes(elf_path: str | Path) -> FirmwareSizes:
+    """Section sizes of an ELF built from the edgemem linker script."""
+    size_tool = _require("arm-none-eabi-size")
+    proc = subprocess.run([size_tool, "-A", str(elf_path)], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise ToolchainError(f"arm-none-eabi-size failed on {elf_path}: {proc.stderr.strip()}")
+    sections: dict[str, int] = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^(\.\S+)\s+(\d+)\s+(\d+)\s*$", line)
+        if m:
+            sections[m.group(1)] = int(m.group(2))
+    text = sum(v for k, v in sections.items() if k in (".text", ".rodata") or k.startswith(".ARM.ex"))
+    data = sections.get(".data", 0)
+    arena = {k: v for k, v in sections.items() if k.startswith(".edgemem_arena")}
+    return FirmwareSizes(
+        flash_bytes=text + data,
+        text_bytes=text,
+        data_bytes=data,
+        bss_bytes=sections.get(".bss", 0),
+        arena_bytes=sum(arena.values()),
+        stack_bytes=sections.get(".stack", 0),
+        arena_sections=arena,
+        sections=sections,
+    )

@@ -1,0 +1,187 @@
+/*
+ * edgemem profiling main. Protocol (one line each, on the semihosting console):
+ *   EDGEMEM begin board=<name>
+ *   EDGEMEM output <i> <hex>            per output, lowercase hex of all bytes
+ *   EDGEMEM stat <key>=<int>            stack_peak_bytes, stack_size_bytes, stack_at_run_bytes (stack in use
+ *                                       when edgemem_run is called), pool_<name>_high_water_bytes,
+ *                                       pool_<name>_size_bytes, arena_high_water_bytes, data_bytes, bss_bytes,
+ *                                       ticks, instructions, run_status
+ *   EDGEMEM end
+ * or EDGEMEM error <what> / EDGEMEM fault <name> ... and a non-zero exit code.
+ *
+ * The model runs twice: pools (and the free stack) painted with 0xA5, then with 0x5A, so a byte that
+ * happens to equal one paint value cannot hide the high-water mark. Inputs are read from the host files
+ * input<i>.bin (semihosting, relative to QEMU's working directory) straight into the arena.
+ */
+#include <stdint.h>
+
+#include "em_runtime.h"
+#include "model.h"
+
+static const uint8_t em_paints[2] = {EM_STACK_PAINT, 0x5Au};
+
+/* FNV-1a 64 over every output's length and bytes: compares the two passes without keeping a copy. */
+static uint64_t em_outputs_hash(void)
+{
+    uint64_t h = 0xCBF29CE484222325u;
+    uint32_t i;
+    uint32_t j;
+    for (i = 0; i < (uint32_t)EDGEMEM_NUM_OUTPUTS; i++) {
+        const uint8_t *p = (const uint8_t *)edgemem_output(i);
+        uint32_t n = edgemem_output_bytes(i);
+        for (j = 0; j < 4u; j++) {
+            h = (h ^ ((n >> (8u * j)) & 0xFFu)) * 0x100000001B3u;
+        }
+        for (j = 0; j < n; j++) {
+            h = (h ^ p[j]) * 0x100000001B3u;
+        }
+    }
+    return h;
+}
+
+static void em_input_name(char *buf, uint32_t i)
+{
+    static const char prefix[] = "input";
+    char digits[10];
+    uint32_t n = 0;
+    uint32_t k = 0;
+    while (prefix[k] != '\0') {
+        buf[k] = prefix[k];
+        k++;
+    }
+    do {
+        digits[n++] = (char)('0' + i % 10u);
+        i /= 10u;
+    } while (i != 0u);
+    while (n != 0u) {
+        buf[k++] = digits[--n];
+    }
+    buf[k++] = '.';
+    buf[k++] = 'b';
+    buf[k++] = 'i';
+    buf[k++] = 'n';
+    buf[k] = '\0';
+}
+
+static void em_read_inputs(void)
+{
+    uint32_t i;
+    char name[24];
+    for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
+        int32_t rc;
+        em_input_name(name, i);
+        rc = em_read_file(name, edgemem_input(i), edgemem_input_bytes(i));
+        if (rc != 0) {
+            em_puts("EDGEMEM error input ");
+            em_put_u64(i);
+            em_puts(rc == -1 ? " cannot open " : (rc == -2 ? " wrong size " : " short read "));
+            em_puts(name);
+            em_puts(" expected_bytes=");
+            em_put_u64(edgemem_input_bytes(i));
+            em_puts("\n");
+            em_exit(EM_EXIT_INPUT);
+        }
+    }
+}
+
+/* Bytes of stack in use at the caller (the top of the stack minus SP). */
+static inline uint32_t em_stack_in_use(void)
+{
+    uint32_t sp;
+    __asm__ volatile("mov %0, sp" : "=r"(sp));
+    return (uint32_t)(uintptr_t)__em_stack_end - sp;
+}
+
+static void em_stat_pool(const char *name, const char *suffix, uint64_t value)
+{
+    em_puts("EDGEMEM stat pool_");
+    em_puts(name);
+    em_puts(suffix);
+    em_put_u64(value);
+    em_puts("\n");
+}
+
+int main(void)
+{
+    uint32_t pool_hw[EDGEMEM_NUM_POOLS];
+    uint32_t stack_peak = 0;
+    uint32_t stack_at_run = 0;
+    uint64_t ticks = 0;
+    uint64_t hash0 = 0;
+    int32_t status = 0;
+    uint32_t arena_hw = 0;
+    uint32_t pass;
+    uint32_t p;
+
+    em_puts("EDGEMEM begin board=" EM_BOARD_NAME "\n");
+    for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
+        pool_hw[p] = 0;
+    }
+
+    for (pass = 0; pass < 2u; pass++) {
+        uint8_t paint = em_paints[pass];
+        uint64_t t0;
+        uint64_t t1;
+        uint64_t h;
+        uint32_t peak;
+        int32_t st;
+        if (pass != 0u) {
+            em_stack_paint(paint); /* the reset handler painted the stack for pass 0 */
+        }
+        for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
+            em_fill(edgemem_pool_base[p], paint, edgemem_pool_size[p]);
+        }
+        em_read_inputs();
+        stack_at_run = em_stack_in_use();
+        t0 = em_timer_ticks();
+        st = edgemem_run();
+        t1 = em_timer_ticks();
+        for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
+            uint32_t hw = em_high_water(edgemem_pool_base[p], edgemem_pool_size[p], paint);
+            if (hw > pool_hw[p]) {
+                pool_hw[p] = hw;
+            }
+        }
+        peak = em_stack_peak(paint);
+        if (peak > stack_peak) {
+            stack_peak = peak;
+        }
+        h = em_outputs_hash();
+        if (pass == 0u) {
+            ticks = t1 - t0;
+            status = st;
+            hash0 = h;
+        } else if (h != hash0 || st != status) {
+            em_puts("EDGEMEM error nondeterministic: the two runs gave different outputs or status\n");
+            em_exit(EM_EXIT_NONDETERMINISTIC);
+        }
+    }
+
+    for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
+        em_puts("EDGEMEM output ");
+        em_put_u64(p);
+        em_puts(" ");
+        em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
+        em_puts("\n");
+    }
+    em_stat("stack_peak_bytes", stack_peak);
+    em_stat("stack_size_bytes", em_stack_size());
+    em_stat("stack_at_run_bytes", stack_at_run);
+    for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
+        em_stat_pool(edgemem_pool_name[p], "_high_water_bytes=", pool_hw[p]);
+        em_stat_pool(edgemem_pool_name[p], "_size_bytes=", edgemem_pool_size[p]);
+        arena_hw += pool_hw[p];
+    }
+    em_stat("arena_high_water_bytes", arena_hw);
+    em_stat("data_bytes", em_data_bytes());
+    em_stat("bss_bytes", em_bss_bytes());
+    em_stat("ticks", ticks);
+    em_stat("instructions", em_ticks_to_instructions(ticks));
+    em_stat_i32("run_status", status);
+    em_puts("EDGEMEM end\n");
+    em_flush();
+    if (status != 0 && (status & 0xFF) == 0) {
+        return 1; /* keep a failure visible through the 8-bit exit code */
+    }
+    return status;
+}
