@@ -1,0 +1,596 @@
+"""TIR PrimFuncs -> one self-contained plain-C translation unit.
+
+TVM 0.27's ``tvm.tirx.build(..., target="c")`` emits functions with the packed TVM-FFI ABI
+(``__tvm_ffi_*``, DLTensor checks) that need the TVM runtime.  For bare-metal firmware we want
+plain functions instead::
+
+    int32_t em_k_conv(const int8_t* restrict X, const int8_t* restrict W, int8_t* restrict Out);
+
+How it is done (see /work/shared/research/tvm-0.27.md, "Getting plain C out of TVM"):
+
+1. The S-TIR lowering pipeline of ``tvm/s_tir/pipeline.py`` is run *without* ``SplitHostDevice``,
+   ``MakePackedAPI`` and ``AnnotateEntryFunc`` and with vectorization disabled (the pipeline is
+   registered as ``"edgemem_plain_c"`` and driven through ``tvm.tirx.build``).
+2. ``FlattenBuffer`` leaves every buffer parameter ``A`` used only through a flat
+   ``A_1 = T.decl_buffer((n,), dtype, data=A.data)``.  Each ``BufferType`` parameter is replaced
+   by a typed pointer ``Var`` (``T.handle(dtype)``) and ``A.data`` by that pointer, so the C code
+   generator prints ``int8_t* A`` parameters.  The body gets a trailing ``return 0``.
+3. ``LowerTVMBuiltin`` is *not* run: with no packed calls left, its only effect would be to turn
+   allocations of >= 1 KiB into ``TVMBackendAllocWorkspace``.  Without it, every TIR allocation is a
+   C array; large ones are made ``static`` (or rejected), see ``scratch``.
+4. ``FloatImm`` constants are replaced by markers before printing because TVM prints float
+   literals with 7 significant digits (``1.234568e-01f``) and ``nan``/``inf`` as invalid C
+   (``-nanf``); the markers are replaced by exact (round-trip) literals afterwards.
+5. The text is post-processed: TVM includes, ``TVM_DLL``, ``extern "C"`` guards and forward
+   declarations are removed; each signature is re-emitted with ``const``/``restrict``; ``(void)``
+   casts are added for unused parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+__all__ = [
+    "CKernels",
+    "KernelCodegenError",
+    "PIPELINE_NAME",
+    "lower_to_plain_tir",
+    "prim_funcs_to_c",
+]
+
+PIPELINE_NAME = "edgemem_plain_c"
+
+#: dtype -> C type.  Anything else (float16, bfloat16, vectors, ...) is rejected.
+_C_TYPES = {
+    "int8": "int8_t",
+    "uint8": "uint8_t",
+    "int16": "int16_t",
+    "uint16": "uint16_t",
+    "int32": "int32_t",
+    "uint32": "uint32_t",
+    "int64": "int64_t",
+    "uint64": "uint64_t",
+    "float32": "float",
+    "float64": "double",
+    "bool": "bool",
+}
+_C_SIZEOF = {
+    "int8_t": 1, "uint8_t": 1, "bool": 1,
+    "int16_t": 2, "uint16_t": 2,
+    "int32_t": 4, "uint32_t": 4, "float": 4,
+    "int64_t": 8, "uint64_t": 8, "double": 8,
+}  # fmt: skip
+
+_FCONST_PREFIX = "__em_fconst_"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_C_KEYWORDS = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "main",
+}  # fmt: skip
+
+
+class KernelCodegenError(RuntimeError):
+    """The TIR cannot be turned into plain C (unsupported construct, scratch too large...)."""
+
+
+@dataclass
+class CKernels:
+    """Plain-C kernels.
+
+    source:  one translation unit, includes only <stdint.h> (+ <math.h>, <stdbool.h> if used);
+             the prototypes are repeated at its top so it does not need ``header``.
+    header:  include-guarded prototypes (``int32_t name(...);``).
+    names:   C function names, in input order.
+    scratch_bytes: bytes of local arrays (TIR allocations) each kernel declares (stack or static).
+    static_scratch_bytes: the part of ``scratch_bytes`` placed in ``static`` arrays (.bss).
+    const_params: per kernel, parameter indices emitted as ``const`` pointers.
+    param_ctypes: per kernel, the C element type of each parameter (``int8_t``...).
+    codegen_seconds: wall time of lowering + C generation for the whole batch.
+    """
+
+    source: str
+    header: str
+    names: list[str]
+    scratch_bytes: dict[str, int]
+    static_scratch_bytes: dict[str, int] = field(default_factory=dict)
+    const_params: dict[str, list[int]] = field(default_factory=dict)
+    param_ctypes: dict[str, list[str]] = field(default_factory=dict)
+    codegen_seconds: float = 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# TIR side
+# --------------------------------------------------------------------------------------------
+
+
+def _lowering_passes() -> list:
+    """``default_s_tir_pipeline`` (tvm/s_tir/pipeline.py) minus the packed-API / host-device
+    split passes, the GPU-only passes, and with vectorization disabled."""
+    return [
+        s_tir.transform.CanonicalizeLoop(),
+        s_tir.transform.LowerCrossThreadReduction(),
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.LiftThreadBinding(),
+        s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.LowerAutoCopy(),
+        s_tir.transform.UnifyThreadBinding(),
+        s_tir.transform.LowerMatchBuffer(),
+        s_tir.transform.StmtSimplify(),
+        s_tir.transform.AnnotateIrregularLoop(),
+        s_tir.transform.InjectSoftwarePipeline(),
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        s_tir.transform.LoopPartition(),
+        tirx.transform.VectorizeLoop(False),  # scalar Cortex-M: never vectorize
+        s_tir.transform.InjectVirtualThread(),
+        s_tir.transform.InjectDoubleBuffer(),
+        tirx.transform.StorageRewrite(),
+        s_tir.transform.HoistIfThenElse(),
+        tirx.transform.UnrollLoop(),
+        s_tir.transform.RenormalizeSplitPattern(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.RemoveNoOp(),
+        s_tir.transform.RewriteUnsafeSelect(),
+        tirx.transform.CommonSubexprElim(),
+        tirx.transform.FP8ComputeLegalize(),
+        tirx.transform.VerifyMemory(),
+        # no AnnotateEntryFunc (it adds a __tvm_ffi_main wrapper), no SplitHostDevice,
+        # no MakePackedAPI.
+    ]
+
+
+def _op_name(call) -> str | None:
+    op = getattr(call, "op", None)
+    return getattr(op, "name", None)
+
+
+def _is_buffer_param(p) -> bool:
+    return isinstance(getattr(p, "ty", None), tirx.buffer.BufferType)
+
+
+def _param_name(name: str, index: int) -> str:
+    """Keep readable TIR names unless they could clash with C (keywords, libm, reserved)."""
+    base = name[:-1] if name.endswith("f") else name
+    if (
+        not _IDENT.match(name)
+        or name.startswith("_")
+        or name in _C_KEYWORDS
+        or name in _MATH_FUNCS
+        or base in _MATH_FUNCS
+        or name in ("INFINITY", "NAN", "bool", "true", "false")
+        or name.endswith("_t")
+    ):
+        return f"p{index}"
+    return name
+
+
+def _to_pointer_params(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Buffer parameters -> typed pointers; ``A.data`` -> pointer; append ``return 0``."""
+    ptrs = {}
+    new_params = []
+    for i, p in enumerate(func.params):
+        if _is_buffer_param(p):
+            dtype = str(p.dtype)
+            if dtype not in _C_TYPES:
+                raise KernelCodegenError(f"parameter {p.name}: dtype {dtype} has no plain C type")
+            v = tirx.Var(_param_name(p.name, i), tvm.ir.PointerType(tvm.ir.PrimType(dtype)))
+            ptrs[p] = v
+            new_params.append(v)
+        else:  # scalar parameter (e.g. a shape var): kept as a C scalar
+            new_params.append(p)
+
+    def on_call(call):
+        if _op_name(call) == "tirx.buffer_data" and len(call.args) == 1 and call.args[0] in ptrs:
+            return ptrs[call.args[0]]
+        return call
+
+    body = tvm_ffi.structural_map(func.body, (tvm.ir.Call, on_call))
+
+    leftover = []
+
+    def on_var(v):
+        if v in ptrs:
+            leftover.append(v.name)
+
+    tvm_ffi.structural_walk(body, (tirx.Var, on_var))
+    if leftover:
+        raise KernelCodegenError(
+            f"buffer parameters {sorted(set(leftover))} are still used as buffers after "
+            "FlattenBuffer (expected only `.data` uses); this TIR form is not supported"
+        )
+    body = tirx.SeqStmt([body, tirx.Return(tirx.IntImm("int32", 0))])
+    new = tirx.PrimFunc(new_params, body, ret_type=tvm.ir.PrimType("int32"), attrs=func.attrs)
+    if "tirx.is_entry_func" in new.attrs:
+        new = new.without_attr("tirx.is_entry_func")
+    return new
+
+
+def _float_literal(value: float, dtype: str) -> str:
+    if math.isnan(value):
+        return "NAN" if dtype == "float32" else "((double)NAN)"
+    if math.isinf(value):
+        s = "INFINITY" if dtype == "float32" else "((double)INFINITY)"
+        return s if value > 0 else f"(-{s})"
+    if dtype == "float32":
+        return np.format_float_scientific(np.float32(value), unique=True, trim="0") + "f"
+    return np.format_float_scientific(np.float64(value), unique=True, trim="0")
+
+
+def _mark_float_consts(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """FloatImm -> ``__em_fconst_<dtype>_<hexbits>()`` marker calls (exact literal later)."""
+
+    def on_float(imm):
+        dtype = str(imm.ty)
+        if dtype == "float32":
+            bits = struct.unpack("<I", struct.pack("<f", imm.value))[0]
+            return tirx.call_pure_extern(dtype, f"{_FCONST_PREFIX}f32_{bits:08x}")
+        if dtype == "float64":
+            bits = struct.unpack("<Q", struct.pack("<d", imm.value))[0]
+            return tirx.call_pure_extern(dtype, f"{_FCONST_PREFIX}f64_{bits:016x}")
+        raise KernelCodegenError(f"float constant of dtype {dtype} has no plain C type")
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.FloatImm, on_float)))
+
+
+def _plain_c_pipeline():
+    """Factory for ``tvm.tirx.compilation_pipeline.register_tir_pipeline``."""
+
+    @tvm.transform.module_pass(opt_level=0, name="EdgememPlainCLower")
+    def _pipeline(mod: tvm.ir.IRModule, _ctx) -> tvm.ir.IRModule:
+        mod = tvm.ir.transform.Sequential(_lowering_passes())(mod)
+        return tvm.IRModule(
+            {gv: _to_pointer_params(f) for gv, f in mod.functions.items()}, attrs=mod.attrs
+        )
+
+    def _finalize_host():
+        @tvm.transform.module_pass(opt_level=0, name="EdgememMarkFloatConsts")
+        def _mark(mod, _ctx):
+            return tvm.IRModule(
+                {gv: _mark_float_consts(f) for gv, f in mod.functions.items()}, attrs=mod.attrs
+            )
+
+        # LowerIntrin maps exp/floordiv/q_multiply_shift/... to C; it may create float consts,
+        # so the marker pass runs after it.
+        return tvm.ir.transform.Sequential([tirx.transform.LowerIntrin(), _mark])
+
+    def _finalize_device():
+        return tvm.ir.transform.Sequential([])
+
+    return _pipeline, _finalize_host, _finalize_device
+
+
+tvm.tirx.compilation_pipeline.register_tir_pipeline(PIPELINE_NAME, _plain_c_pipeline)
+
+
+def _target() -> tvm.target.Target:
+    return tvm.target.Target({"kind": "c"})
+
+
+def _prepare_module(funcs: dict[str, tirx.PrimFunc]) -> tvm.IRModule:
+    fns = {}
+    for name, f in funcs.items():
+        if not isinstance(name, str) or not _IDENT.match(name) or name in _C_KEYWORDS:
+            raise KernelCodegenError(f"kernel name {name!r} is not a valid C identifier")
+        if name.startswith("__em_") or name.startswith("__tvm"):
+            raise KernelCodegenError(f"kernel name {name!r} uses a reserved prefix")
+        if not isinstance(f, tirx.PrimFunc):
+            raise KernelCodegenError(f"{name}: expected tvm.tirx.PrimFunc, got {type(f)}")
+        for p in f.params:
+            if _is_buffer_param(p) and not all(isinstance(d, tirx.IntImm) for d in p.shape):
+                raise KernelCodegenError(
+                    f"{name}: parameter {p.name} has a non-static shape {list(p.shape)}; "
+                    "only static shapes are supported"
+                )
+        f = f.with_attr("global_symbol", name)
+        if "target" in f.attrs:
+            f = f.without_attr("target")
+        fns[name] = f
+    return tvm.IRModule(fns)
+
+
+def lower_to_plain_tir(funcs: dict[str, tirx.PrimFunc]) -> tvm.IRModule:
+    """The lowered TIR (pointer params) that ``prim_funcs_to_c`` prints; for inspection."""
+    mod = tirx.transform.BindTarget(_target())(_prepare_module(funcs))
+    pipeline, finalize_host, _ = _plain_c_pipeline()
+    with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_vectorize": True}):
+        mod = pipeline(mod)
+        mod = finalize_host()(mod)
+    return mod
+
+
+# --------------------------------------------------------------------------------------------
+# analysis of the lowered TIR
+# --------------------------------------------------------------------------------------------
+
+
+def _alloc_bytes(func: tirx.PrimFunc, name: str) -> list[tuple[str, int]]:
+    out = []
+
+    def on_alloc(stmt):
+        buf = stmt.buffer
+        n = 1
+        for s in buf.shape:
+            if not isinstance(s, tirx.IntImm):
+                raise KernelCodegenError(f"{name}: allocation {buf.name} has non-static shape")
+            n *= int(s.value)
+        dt = tvm.DataType(str(buf.dtype))
+        out.append((buf.name, n * ((dt.bits * dt.lanes + 7) // 8)))
+
+    tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, on_alloc))
+    return out
+
+
+def _written_params(func: tirx.PrimFunc) -> set[int]:
+    """Indices of pointer params that the lowered body may write (or leak to a call)."""
+    idx = {p: i for i, p in enumerate(func.params)}
+    decl: dict = {}
+    written: set[int] = set()
+
+    def on_decl(stmt):
+        if stmt.data in idx:
+            decl[stmt.buffer] = idx[stmt.data]
+
+    def on_store(stmt):
+        if stmt.buffer in decl:
+            written.add(decl[stmt.buffer])
+
+    def on_call(call):  # pointer handed to an opaque call: assume written
+        if _op_name(call) in ("tirx.buffer_data",):
+            return
+        for a in call.args:
+            if isinstance(a, tirx.Var) and a in idx:
+                written.add(idx[a])
+
+    tvm_ffi.structural_walk(func.body, (tirx.DeclBuffer, on_decl), order="pre")
+    tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, on_store), (tvm.ir.Call, on_call)])
+    return written
+
+
+# --------------------------------------------------------------------------------------------
+# C text post-processing
+# --------------------------------------------------------------------------------------------
+
+_FCONST_RE = re.compile(_FCONST_PREFIX + r"(f32|f64)_([0-9a-f]+)\(\)")
+_ALLOC_RE = re.compile(r"^(?P<ind>[ \t]+)(?P<ty>[A-Za-z_][A-Za-z0-9_]*) (?P<id>[A-Za-z_]\w*)\[(?P<n>\d+)\];$")
+
+
+def _fconst_sub(m: re.Match) -> str:
+    kind, hexbits = m.group(1), m.group(2)
+    if kind == "f32":
+        v = struct.unpack("<f", struct.pack("<I", int(hexbits, 16)))[0]
+        return _float_literal(v, "float32")
+    v = struct.unpack("<d", struct.pack("<Q", int(hexbits, 16)))[0]
+    return _float_literal(v, "float64")
+
+
+def _split_functions(src: str) -> dict[str, tuple[str, str]]:
+    """name -> (param list text, body text incl. braces) of each function definition."""
+    out = {}
+    pat = re.compile(r"^TVM_DLL int32_t (\w+)\((.*)\) \{$", re.M)
+    for m in pat.finditer(src):
+        name, params = m.group(1), m.group(2)
+        # body: from '{' to the matching '}' at column 0
+        start = m.end() - 1
+        end = src.index("\n}\n", start) + 2
+        out[name] = (params, src[start:end])
+    return out
+
+
+def prim_funcs_to_c(
+    funcs: dict[str, tirx.PrimFunc],
+    const_params: dict[str, set[int]] | None = None,
+    *,
+    auto_const: bool = True,
+    restrict: bool = True,
+    max_stack_bytes: int = 1024,
+    scratch: str = "auto",
+    header_guard: str = "EDGEMEM_KERNELS_H",
+) -> CKernels:
+    """Lower TIR PrimFuncs (static shapes, from TE / s_tir schedules) to one plain-C unit.
+
+    funcs:        C function name -> PrimFunc (names must be valid C identifiers).
+    const_params: function name -> indices of read-only parameters (weights), emitted as
+                  ``const T*``; it is a KernelCodegenError if the kernel writes one of them.
+    auto_const:   also emit ``const`` on every other pointer parameter the lowered kernel never
+                  writes (inputs).  Always safe for callers: passing ``T*`` or ``const T*`` to a
+                  ``const T*`` parameter never warns.  ``False``: only ``const_params``.
+    restrict:     emit ``restrict`` on pointer params of functions carrying ``tirx.noalias``
+                  (TE ``create_prim_func`` sets it).  The caller must then never pass
+                  overlapping buffers (no in-place kernels).
+    scratch:      where TIR allocations (local arrays) go:
+                  ``"auto"``  - arrays <= max_stack_bytes on the stack, larger ones ``static``;
+                  ``"stack"`` - all on the stack;  ``"static"`` - all ``static`` (.bss);
+                  ``"error"`` - stack, but raise KernelCodegenError if an array > max_stack_bytes.
+                  ``static`` arrays make the kernel non-reentrant.
+    """
+    if scratch not in ("auto", "stack", "static", "error"):
+        raise ValueError(f"scratch must be auto|stack|static|error, not {scratch!r}")
+    if not funcs:
+        raise ValueError("no functions given")
+    t0 = time.perf_counter()
+    try:
+        # Same passes as tvm.tirx.build(mod, target={"kind": "c"}, pipeline=PIPELINE_NAME),
+        # but the lowered TIR is kept for the scratch / const analysis below.
+        lowered = lower_to_plain_tir(funcs)
+        raw = tvm.get_global_func("target.build.c")(lowered, _target()).inspect_source()
+    except KernelCodegenError:
+        raise
+    except Exception as e:  # noqa: BLE001 - TVM raises many error types
+        raise KernelCodegenError(f"TVM lowering / C codegen failed: {e}") from e
+    t_codegen = time.perf_counter() - t0
+
+    defs = _split_functions(raw)
+    names = list(funcs)
+    missing = [n for n in names if n not in defs]
+    if missing:
+        raise KernelCodegenError(f"C codegen did not emit functions {missing}")
+
+    protos: list[str] = []
+    bodies: list[str] = []
+    scratch_bytes: dict[str, int] = {}
+    static_bytes: dict[str, int] = {}
+    const_out: dict[str, list[int]] = {}
+    ctypes_out: dict[str, list[str]] = {}
+    for name in names:
+        f = lowered[name]
+        params_txt, body = defs[name]
+        # parameter declarations as printed, e.g. "int8_t* X", "int32_t n"
+        decls = [d.strip() for d in params_txt.split(",")] if params_txt.strip() else []
+        if len(decls) != len(f.params):
+            raise KernelCodegenError(f"{name}: cannot parse signature ({params_txt})")
+        written = _written_params(f)
+        ptr_idx = [i for i, p in enumerate(f.params) if isinstance(p.ty, tvm.ir.PointerType)]
+        consts = {i for i in ptr_idx if i not in written} if auto_const else set()
+        if const_params is not None and name in const_params:
+            wanted = set(const_params[name])
+            bad = sorted(i for i in wanted if i not in ptr_idx)
+            if bad:
+                raise KernelCodegenError(f"{name}: const_params {bad} are not pointer params")
+            bad = sorted(wanted & written)
+            if bad:
+                raise KernelCodegenError(f"{name}: const_params {bad} are written by the kernel")
+            consts |= wanted
+        use_restrict = restrict and bool(f.attrs.get("tirx.noalias", False))
+        new_decls = []
+        pnames = []
+        ctys = []
+        for i, d in enumerate(decls):
+            m = re.match(r"^(\w+)(\*?) ?(\w+)$", d.replace("* ", "*"))
+            if not m:
+                raise KernelCodegenError(f"{name}: cannot parse parameter {d!r}")
+            cty, star, pname = m.groups()
+            pnames.append(pname)
+            ctys.append(cty)
+            if star:
+                q = "const " if i in consts else ""
+                r = " restrict" if use_restrict else ""
+                new_decls.append(f"{q}{cty}*{r} {pname}")
+            else:
+                new_decls.append(f"{cty} {pname}")
+        proto = f"int32_t {name}({', '.join(new_decls) if new_decls else 'void'})"
+        # prototypes without `restrict` (top-level parameter qualifiers do not affect the
+        # function type in C, and this keeps the header usable from C++)
+        protos.append(proto.replace("* restrict ", "* ") + ";")
+
+        # scratch arrays
+        allocs = _alloc_bytes(f, name)
+        total = sum(b for _, b in allocs)
+        lines = body.split("\n")
+        static_total = 0
+        c_total = 0
+        for li, line in enumerate(lines):
+            m = _ALLOC_RE.match(line)
+            if not m or m.group("ty") not in _C_SIZEOF:
+                continue
+            nbytes = int(m.group("n")) * _C_SIZEOF[m.group("ty")]
+            c_total += nbytes
+            make_static = scratch == "static" or (scratch == "auto" and nbytes > max_stack_bytes)
+            if scratch == "error" and nbytes > max_stack_bytes:
+                raise KernelCodegenError(
+                    f"{name}: local array {m.group('id')} needs {nbytes} bytes "
+                    f"(> max_stack_bytes={max_stack_bytes}); total scratch {total} bytes. "
+                    "Schedule the kernel (compute_inline / compute_at) to shrink it."
+                )
+            if make_static:
+                lines[li] = f"{m.group('ind')}static {m.group('ty')} {m.group('id')}[{m.group('n')}];"
+                static_total += nbytes
+        if c_total != total:  # the printer's allocation form changed: do not guess
+            raise KernelCodegenError(
+                f"{name}: TIR allocates {total} scratch bytes ({allocs}) but {c_total} bytes of "
+                "local arrays were found in the generated C"
+            )
+        body = "\n".join(lines)
+        # silence unused parameters
+        inner = body[1:]
+        unused = [p for p in pnames if not re.search(rf"\b{re.escape(p)}\b", inner)]
+        if unused:
+            body = "{\n" + "".join(f"  (void){p};\n" for p in unused) + inner.lstrip("\n")
+        bodies.append(f"{proto} {body}")
+        scratch_bytes[name] = total
+        static_bytes[name] = static_total
+        const_out[name] = sorted(consts)
+        ctypes_out[name] = ctys
+
+    text = "\n\n".join(bodies)
+    text = _FCONST_RE.sub(_fconst_sub, text)
+    leftover = re.findall(r"\b(TVM\w*|tvm_\w*|__tvm\w*|DLTensor|TVMValue|TVMFFIAny)\b", text)
+    if leftover or _FCONST_PREFIX in text:
+        raise KernelCodegenError(
+            f"generated C still references the TVM runtime: {sorted(set(leftover))}"
+        )
+
+    includes = ["#include <stdint.h>"]
+    if _uses_math(text):
+        includes.append("#include <math.h>")
+    if re.search(r"\bbool\b|\btrue\b|\bfalse\b", text):
+        includes.append("#include <stdbool.h>")
+    banner = (
+        "/* Generated by edgemem.codegen.kernels_c from TVM TIR. Plain C11, no TVM runtime.\n"
+        " * Each kernel returns 0. */"
+    )
+    source = "\n".join(
+        [banner, *includes, "", *protos, "", text.rstrip() + "\n"]
+    )
+    hdr_includes = ["#include <stdint.h>"] + (
+        ["#include <stdbool.h>"] if any("bool" in p for p in protos) else []
+    )
+    header = "\n".join(
+        [
+            f"#ifndef {header_guard}",
+            f"#define {header_guard}",
+            *hdr_includes,
+            "#ifdef __cplusplus",
+            'extern "C" {',
+            "#endif",
+            *protos,
+            "#ifdef __cplusplus",
+            "}",
+            "#endif",
+            f"#endif /* {header_guard} */",
+            "",
+        ]
+    )
+    return CKernels(
+        source=source,
+        header=header,
+        names=names,
+        scratch_bytes=scratch_bytes,
+        static_scratch_bytes=static_bytes,
+        const_params=const_out,
+        param_ctypes=ctypes_out,
+        codegen_seconds=t_codegen,
+    )
+
+
+_MATH_FUNCS = {
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "pow", "hypot",
+    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh",
+    "acosh", "atanh", "erf", "erfc", "floor", "ceil", "trunc", "round", "nearbyint", "rint",
+    "fabs", "fmod", "fmin", "fmax", "copysign", "nextafter", "ldexp", "isnan", "isinf",
+    "isfinite",
+}  # fmt: skip
+
+
+def _uses_math(text: str) -> bool:
+    if re.search(r"\b(INFINITY|NAN)\b", text):
+        return True
+    for m in re.finditer(r"\b([a-z][a-z0-9]*)\(", text):
+        fn = m.group(1)
+        if fn in _MATH_FUNCS or (fn.endswith("f") and fn[:-1] in _MATH_FUNCS):
+            return True
+    return False

@@ -1,0 +1,519 @@
+"""edgemem.codegen.kernels_c: TIR PrimFuncs -> plain C, checked by compiling and running it.
+
+Every kernel is built with TVM TE (some scheduled with tvm.s_tir.Schedule), turned into C by
+prim_funcs_to_c, compiled with host gcc (-Wall -Wextra -Werror) into a shared library, called via
+ctypes on seeded random inputs and compared with an independent numpy oracle (int64 arithmetic;
+bit-exact for integer kernels).  The same C must compile with arm-none-eabi-gcc for Cortex-M7.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+from tvm import s_tir, te, tirx  # noqa: E402
+
+from edgemem.codegen.kernels_c import (  # noqa: E402
+    PIPELINE_NAME,
+    CKernels,
+    KernelCodegenError,
+    prim_funcs_to_c,
+)
+
+HOST_CC = shutil.which("gcc")
+ARM_CC = shutil.which("arm-none-eabi-gcc")
+WFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
+ARM_FLAGS = ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"]
+
+pytestmark = pytest.mark.skipif(HOST_CC is None, reason="host gcc not installed")
+
+
+# ----------------------------------------------------------------------------------------------
+# kernels (TE)
+# ----------------------------------------------------------------------------------------------
+
+# conv geometry: NHWC input, HWIO weights, SAME padding 1, stride 1
+N, H, W, CI, CO, K = 1, 7, 6, 5, 8, 3
+IN_ZP, OUT_ZP = -3, 5
+
+
+def conv_requant_te():
+    """int8 conv2d NHWC (padded-input stage), int32 accumulation, TFLite-like per-channel
+    requantization: int64 multiply, rounding right shift by (31 + shift[o]), zero point, clamp."""
+    X = te.placeholder((N, H, W, CI), "int8", name="X")
+    Wt = te.placeholder((K, K, CI, CO), "int8", name="Wt")
+    Bias = te.placeholder((CO,), "int32", name="Bias")
+    Mult = te.placeholder((CO,), "int32", name="Mult")
+    Shift = te.placeholder((CO,), "int32", name="Shift")
+    Pad = te.compute(
+        (N, H + 2, W + 2, CI),
+        lambda n, h, w, c: tirx.if_then_else(
+            tirx.all(h >= 1, h < H + 1, w >= 1, w < W + 1),
+            X[n, h - 1, w - 1, c],
+            tirx.const(IN_ZP, "int8"),
+        ),
+        name="Pad",
+    )
+    rh = te.reduce_axis((0, K), "rh")
+    rw = te.reduce_axis((0, K), "rw")
+    rc = te.reduce_axis((0, CI), "rc")
+    Acc = te.compute(
+        (N, H, W, CO),
+        lambda n, h, w, o: te.sum(
+            (Pad[n, h + rh, w + rw, rc].astype("int32") - IN_ZP) * Wt[rh, rw, rc, o].astype("int32"),
+            axis=[rh, rw, rc],
+        ),
+        name="Acc",
+    )
+
+    def requant(n, h, w, o):
+        acc = (Acc[n, h, w, o] + Bias[o]).astype("int64")
+        total_shift = Shift[o].astype("int64") + tirx.const(31, "int64")
+        prod = acc * Mult[o].astype("int64")
+        rounded = (prod + (tirx.const(1, "int64") << (total_shift - tirx.const(1, "int64")))) >> total_shift
+        v = rounded + tirx.const(OUT_ZP, "int64")
+        v = tirx.max(tirx.min(v, tirx.const(127, "int64")), tirx.const(-128, "int64"))
+        return v.astype("int8")
+
+    Out = te.compute((N, H, W, CO), requant, name="Out")
+    return [X, Wt, Bias, Mult, Shift, Out]
+
+
+def conv_requant_ref(x, w, bias, mult, shift):
+    x64 = x.astype(np.int64)
+    xp = np.full((N, H + 2, W + 2, CI), IN_ZP, np.int64)
+    xp[:, 1 : H + 1, 1 : W + 1, :] = x64
+    acc = np.zeros((N, H, W, CO), np.int64)
+    for kh in range(K):
+        for kw in range(K):
+            patch = xp[:, kh : kh + H, kw : kw + W, :] - IN_ZP  # (N,H,W,CI)
+            acc += np.einsum("nhwc,co->nhwo", patch, w[kh, kw].astype(np.int64))
+    acc = acc + bias.astype(np.int64)
+    assert np.all(np.abs(acc) < 2**31)  # no int32 overflow in the kernel
+    total = shift.astype(np.int64) + 31
+    prod = acc * mult.astype(np.int64)
+    rounded = (prod + (np.int64(1) << (total - 1))) >> total
+    return np.clip(rounded + OUT_ZP, -128, 127).astype(np.int8)
+
+
+def conv_inputs(rng):
+    x = rng.integers(-128, 128, (N, H, W, CI), dtype=np.int8)
+    w = rng.integers(-127, 128, (K, K, CI, CO), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, (CO,), dtype=np.int32)
+    mult = rng.integers(1 << 30, (1 << 31) - 1, (CO,), dtype=np.int32)
+    shift = rng.integers(0, 9, (CO,), dtype=np.int32)
+    return x, w, bias, mult, shift
+
+
+def conv_unscheduled():
+    return te.create_prim_func(conv_requant_te())
+
+
+def conv_scheduled():
+    """Pad inlined; Acc computed per output element (scalar accumulator, compute_at) with its
+    init split off (decompose_reduction); epilogue attached with reverse_compute_at."""
+    f = te.create_prim_func(conv_requant_te())
+    sch = s_tir.Schedule(f)
+    sch.compute_inline(sch.get_sblock("Pad"))
+    acc = sch.get_sblock("Acc")
+    n, h, w, o, rh, rw, rc = sch.get_loops(acc)
+    sch.reverse_compute_at(sch.get_sblock("Out"), o)
+    sch.decompose_reduction(acc, rh)
+    return sch.mod["main"]
+
+
+def softmax_te(n=37):
+    S = te.placeholder((n,), "float32", name="S")
+    k = te.reduce_axis((0, n), "k")
+    M = te.compute((1,), lambda _: te.max(S[k], axis=k), name="M")
+    E = te.compute((n,), lambda i: tirx.exp(S[i] - M[0]), name="E")
+    k2 = te.reduce_axis((0, n), "k2")
+    Z = te.compute((1,), lambda _: te.sum(E[k2], axis=k2), name="Z")
+    O = te.compute((n,), lambda i: E[i] / Z[0], name="O")
+    return te.create_prim_func([S, O])
+
+
+def add_int8_te(n=100):
+    """Elementwise int8 add with saturation (int32 intermediate)."""
+    A = te.placeholder((n,), "int8", name="A")
+    B = te.placeholder((n,), "int8", name="B")
+    C = te.compute(
+        (n,),
+        lambda i: tirx.max(tirx.min(A[i].astype("int32") + B[i].astype("int32"), 127), -128).astype(
+            "int8"
+        ),
+        name="C",
+    )
+    return te.create_prim_func([A, B, C])
+
+
+def int_ops_te(n=64):
+    """Casts between int16/uint8/int32/int64, shifts, bitwise ops, floordiv/floormod,
+    if_then_else, min/max."""
+    A = te.placeholder((n,), "int16", name="A")
+    U = te.placeholder((n,), "uint8", name="U")
+    O32 = te.compute(
+        (n,),
+        lambda i: (
+            tirx.floordiv(A[i].astype("int32"), 7)
+            + tirx.floormod(A[i].astype("int32"), 5)
+            + (A[i].astype("int32") >> 3)
+            + ((U[i].astype("int32") & 0x3F) << 4)
+            + (A[i].astype("int32") | 0x11)
+            + (A[i].astype("int32") ^ U[i].astype("int32"))
+            + tirx.if_then_else(A[i] > 0, A[i].astype("int32"), U[i].astype("int32") * -2)
+        ),
+        name="O32",
+    )
+    O64 = te.compute(
+        (n,),
+        lambda i: (A[i].astype("int64") * tirx.const(3_000_000_007, "int64"))
+        >> (U[i].astype("int64") & tirx.const(15, "int64")),
+        name="O64",
+    )
+    OU8 = te.compute((n,), lambda i: tirx.max(U[i], tirx.const(100, "uint8")) - tirx.const(1, "uint8"),
+                     name="OU8")  # fmt: skip
+    return te.create_prim_func([A, U, O32, O64, OU8])
+
+
+def int_ops_ref(a, u):
+    a32 = a.astype(np.int64)
+    u32 = u.astype(np.int64)
+    o32 = (
+        a32 // 7
+        + a32 % 5
+        + (a32 >> 3)
+        + ((u32 & 0x3F) << 4)
+        + (a32 | 0x11)
+        + (a32 ^ u32)
+        + np.where(a32 > 0, a32, u32 * -2)
+    ).astype(np.int32)
+    o64 = (a32 * 3_000_000_007) >> (u32 & 15)
+    ou8 = (np.maximum(u32, 100) - 1).astype(np.uint8)
+    return o32, o64, ou8
+
+
+def fconst_te(n=16):
+    """Float constants that TVM's own printer would round to 7 digits."""
+    F = te.placeholder((n,), "float32", name="F")
+    O = te.compute((n,), lambda i: F[i] * tirx.const(0.123456789, "float32")
+                   + tirx.const(1.0 / 3.0, "float32"), name="O")  # fmt: skip
+    return te.create_prim_func([F, O])
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------
+
+_CTYPES = {"int8_t": np.int8, "uint8_t": np.uint8, "int16_t": np.int16, "int32_t": np.int32,
+           "int64_t": np.int64, "float": np.float32}  # fmt: skip
+
+
+def compile_shared(ck: CKernels, tmp_path: Path, stem: str) -> ctypes.CDLL:
+    c = tmp_path / f"{stem}.c"
+    c.write_text(ck.source)
+    so = tmp_path / f"{stem}.so"
+    r = subprocess.run(
+        [HOST_CC, *WFLAGS, "-fPIC", "-shared", str(c), "-o", str(so), "-lm"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, f"gcc failed:\n{r.stderr}\n---\n{ck.source}"
+    assert r.stderr == "", r.stderr
+    return ctypes.CDLL(str(so))
+
+
+def call(lib: ctypes.CDLL, ck: CKernels, name: str, *arrays: np.ndarray) -> None:
+    fn = getattr(lib, name)
+    fn.restype = ctypes.c_int32
+    ctys = ck.param_ctypes[name]
+    assert len(ctys) == len(arrays)
+    ptrs = []
+    for cty, a in zip(ctys, arrays, strict=True):
+        assert a.dtype == _CTYPES[cty], (cty, a.dtype)
+        assert a.flags["C_CONTIGUOUS"]
+        ptrs.append(a.ctypes.data_as(ctypes.c_void_p))
+    assert fn(*ptrs) == 0
+
+
+def arm_compile(ck: CKernels, tmp_path: Path, stem: str) -> None:
+    if ARM_CC is None:
+        pytest.skip("arm-none-eabi-gcc not installed")
+    c = tmp_path / f"{stem}_arm.c"
+    c.write_text(ck.source)
+    r = subprocess.run(
+        [ARM_CC, *ARM_FLAGS, *WFLAGS, "-c", str(c), "-o", str(tmp_path / f"{stem}_arm.o")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, f"arm-none-eabi-gcc failed:\n{r.stderr}\n---\n{ck.source}"
+    assert r.stderr == "", r.stderr
+
+
+def check_plain_c(ck: CKernels) -> None:
+    includes = re.findall(r"#include\s*<([^>]+)>", ck.source)
+    assert set(includes) <= {"stdint.h", "math.h", "stdbool.h"}, includes
+    assert '#include "' not in ck.source
+    code = re.sub(r"/\*.*?\*/", "", ck.source, flags=re.S)  # the banner mentions TVM
+    for bad in ("TVM", "tvm", "DLTensor", "TVMValue", "TVMFFIAny", "malloc", "Workspace"):
+        assert bad not in code, bad
+    for name in ck.names:
+        assert re.search(rf"^int32_t {name}\(.*\);$", ck.header, re.M), name
+        assert re.search(rf"^int32_t {name}\(.*\) \{{$", ck.source, re.M), name
+
+
+@pytest.fixture(scope="module")
+def all_kernels() -> CKernels:
+    return prim_funcs_to_c(
+        {
+            "em_k_conv": conv_unscheduled(),
+            "em_k_conv_s": conv_scheduled(),
+            "em_k_softmax": softmax_te(),
+            "em_k_add": add_int8_te(),
+            "em_k_intops": int_ops_te(),
+            "em_k_fconst": fconst_te(),
+        },
+        const_params={"em_k_conv": {1, 2, 3, 4}, "em_k_conv_s": {1, 2, 3, 4}},
+    )
+
+
+@pytest.fixture(scope="module")
+def lib(all_kernels, tmp_path_factory) -> ctypes.CDLL:
+    return compile_shared(all_kernels, tmp_path_factory.mktemp("kc"), "all")
+
+
+# ----------------------------------------------------------------------------------------------
+# tests
+# ----------------------------------------------------------------------------------------------
+
+
+def test_plain_c_shape(all_kernels):
+    check_plain_c(all_kernels)
+    ck = all_kernels
+    assert ck.names == ["em_k_conv", "em_k_conv_s", "em_k_softmax", "em_k_add", "em_k_intops",
+                        "em_k_fconst"]  # fmt: skip
+    # read-only params (weights given in const_params, and the input) are const
+    assert re.search(
+        r"int32_t em_k_conv\(const int8_t\* restrict X, const int8_t\* restrict Wt, "
+        r"const int32_t\* restrict Bias, const int32_t\* restrict Mult, "
+        r"const int32_t\* restrict Shift, int8_t\* restrict Out\) \{",
+        ck.source,
+    ), ck.source
+    # not in const_params: read-only params are const automatically (auto_const)
+    assert "int32_t em_k_add(const int8_t* restrict A, const int8_t* restrict B, int8_t* restrict C)" in ck.source
+    assert "#include <math.h>" in ck.source  # expf
+    assert "expf(" in ck.source
+
+
+def test_compiles_for_cortex_m7(all_kernels, tmp_path):
+    arm_compile(all_kernels, tmp_path, "all")
+
+
+def test_header_compiles_with_source(all_kernels, tmp_path):
+    (tmp_path / "k.h").write_text(all_kernels.header)
+    (tmp_path / "k.c").write_text('#include "k.h"\n' + all_kernels.source)
+    r = subprocess.run([HOST_CC, *WFLAGS, "-c", str(tmp_path / "k.c"), "-o", str(tmp_path / "k.o")],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+@pytest.mark.parametrize("name", ["em_k_conv", "em_k_conv_s"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_conv_requant_bit_exact(lib, all_kernels, name, seed):
+    rng = np.random.default_rng(seed)
+    x, w, bias, mult, shift = conv_inputs(rng)
+    out = np.zeros((N, H, W, CO), np.int8)
+    call(lib, all_kernels, name, x, w, bias, mult, shift, out)
+    np.testing.assert_array_equal(out, conv_requant_ref(x, w, bias, mult, shift))
+
+
+def test_softmax(lib, all_kernels):
+    rng = np.random.default_rng(3)
+    s = (rng.standard_normal(37) * 4).astype(np.float32)
+    out = np.zeros(37, np.float32)
+    call(lib, all_kernels, "em_k_softmax", s, out)
+    # float: libm expf vs numpy exp and summation order differ in the last ulp
+    e = np.exp(s.astype(np.float64) - s.max())
+    np.testing.assert_allclose(out, e / e.sum(), rtol=2e-6, atol=1e-9)
+    assert abs(float(out.sum()) - 1.0) < 1e-5
+
+
+def test_add_int8_bit_exact(lib, all_kernels):
+    rng = np.random.default_rng(4)
+    a = rng.integers(-128, 128, 100, dtype=np.int8)
+    b = rng.integers(-128, 128, 100, dtype=np.int8)
+    c = np.zeros(100, np.int8)
+    call(lib, all_kernels, "em_k_add", a, b, c)
+    np.testing.assert_array_equal(c, np.clip(a.astype(np.int64) + b, -128, 127).astype(np.int8))
+
+
+def test_int_ops_bit_exact(lib, all_kernels):
+    rng = np.random.default_rng(5)
+    a = rng.integers(-32768, 32768, 64, dtype=np.int16)
+    a[:4] = [-32768, 32767, 0, -1]
+    u = rng.integers(0, 256, 64, dtype=np.uint8)
+    o32 = np.zeros(64, np.int32)
+    o64 = np.zeros(64, np.int64)
+    ou8 = np.zeros(64, np.uint8)
+    call(lib, all_kernels, "em_k_intops", a, u, o32, o64, ou8)
+    r32, r64, ru8 = int_ops_ref(a, u)
+    np.testing.assert_array_equal(o32, r32)
+    np.testing.assert_array_equal(o64, r64)
+    np.testing.assert_array_equal(ou8, ru8)
+
+
+def test_float_constants_exact(lib, all_kernels):
+    f = np.random.default_rng(6).standard_normal(16).astype(np.float32)
+    o = np.zeros(16, np.float32)
+    call(lib, all_kernels, "em_k_fconst", f, o)
+    ref = f * np.float32(0.123456789) + np.float32(1.0 / 3.0)  # float32 ops, like the C
+    np.testing.assert_array_equal(o, ref)
+    assert "1.2345679e-01f" in all_kernels.source  # round-trip literal, not TVM's 1.234568e-01f
+
+
+def test_scratch_bytes_unscheduled_vs_scheduled(all_kernels):
+    sb = all_kernels.scratch_bytes
+    # unscheduled: padded input copy (int8) + full int32 accumulator
+    pad = N * (H + 2) * (W + 2) * CI
+    acc = N * H * W * CO * 4
+    assert sb["em_k_conv"] == pad + acc
+    # scheduled: a scalar int32 accumulator
+    assert 0 < sb["em_k_conv_s"] <= 16
+    assert sb["em_k_add"] == 0
+    assert sb["em_k_softmax"] == 37 * 4 + 2 * 4  # E + max + sum
+
+
+def test_scalar_accumulator_in_source(all_kernels):
+    body = all_kernels.source.split("int32_t em_k_conv_s(", 2)[2]
+    body = body[: body.index("\n}\n")]
+    assert re.search(r"int32_t \w+\[1\];", body)
+
+
+def test_large_scratch_static_or_error(tmp_path):
+    f = {"big": conv_unscheduled()}
+    acc = N * H * W * CO * 4  # 1344
+    total = N * (H + 2) * (W + 2) * CI + acc  # 360 + 1344
+    ck = prim_funcs_to_c(f, max_stack_bytes=1024)  # auto: > 1024 B -> static
+    assert ck.static_scratch_bytes["big"] == N * H * W * CO * 4
+    assert re.search(r"^\s+static int32_t \w+\[336\];$", ck.source, re.M)
+    assert ck.scratch_bytes["big"] == total
+    check_plain_c(ck)
+    compile_shared(ck, tmp_path, "big")
+    arm_compile(ck, tmp_path, "big")
+    assert prim_funcs_to_c(f, scratch="stack").static_scratch_bytes["big"] == 0
+    assert prim_funcs_to_c(f, scratch="static").static_scratch_bytes["big"] == total
+    with pytest.raises(KernelCodegenError, match=rf"{acc} bytes .*total scratch {total} bytes"):
+        prim_funcs_to_c(f, scratch="error", max_stack_bytes=1024)
+
+
+def test_const_param_that_is_written_is_rejected():
+    with pytest.raises(KernelCodegenError, match=r"written"):
+        prim_funcs_to_c({"k": add_int8_te()}, const_params={"k": {2}})
+
+
+def test_no_const_no_restrict(tmp_path):
+    ck = prim_funcs_to_c({"k": add_int8_te(8)}, auto_const=False, restrict=False)
+    assert "int32_t k(int8_t* A, int8_t* B, int8_t* C) {" in ck.source
+    lib_ = compile_shared(ck, tmp_path, "nc")
+    a = np.arange(-4, 4, dtype=np.int8) * 40
+    c = np.zeros(8, np.int8)
+    call(lib_, ck, "k", a, a.copy(), c)
+    np.testing.assert_array_equal(c, np.clip(2 * a.astype(np.int64), -128, 127).astype(np.int8))
+
+
+def test_unused_parameter_is_voided(tmp_path):
+    A = te.placeholder((4,), "int8", name="A")
+    Unused = te.placeholder((4,), "int32", name="Unused")
+    B = te.compute((4,), lambda i: A[i] + tirx.const(1, "int8"), name="B")
+    ck = prim_funcs_to_c({"k": te.create_prim_func([A, Unused, B])})
+    assert "(void)Unused;" in ck.source
+    compile_shared(ck, tmp_path, "unused")
+    arm_compile(ck, tmp_path, "unused")
+
+
+def test_bad_name_rejected():
+    with pytest.raises(KernelCodegenError, match="identifier"):
+        prim_funcs_to_c({"not-a-c-name": add_int8_te(4)})
+
+
+def test_registered_pipeline_with_tirx_build():
+    assert PIPELINE_NAME in tvm.tirx.compilation_pipeline.PIPELINE_MAP
+    f = add_int8_te(4).with_attr("global_symbol", "k")
+    src = tvm.tirx.build(tvm.IRModule({"k": f}), target={"kind": "c"}, pipeline=PIPELINE_NAME)
+    src = src.inspect_source()
+    assert re.search(r"int32_t k\(int8_t\* A, int8_t\* B, int8_t\* C\)", src)
+    assert "TVMFFIAny" not in src and "DLTensor" not in src
+
+
+def test_codegen_time(all_kernels):
+    # 6 kernels incl. two conv2d: TIR lowering + C printing, should be well under a second each
+    assert all_kernels.codegen_seconds < 6 * 1.0
+
+
+def test_param_names_that_clash_with_c_are_renamed(tmp_path):
+    A = te.placeholder((4,), "float32", name="int")  # C keyword
+    B = te.placeholder((4,), "float32", name="expf")  # would shadow libm's expf
+    C = te.compute((4,), lambda i: tirx.exp(A[i]) + B[i], name="int8_t")
+    ck = prim_funcs_to_c({"k": te.create_prim_func([A, B, C])})
+    assert "int32_t k(const float* restrict p0, const float* restrict p1, float* restrict p2) {" in ck.source
+    lib_ = compile_shared(ck, tmp_path, "names")
+    a = np.linspace(-1, 1, 4, dtype=np.float32)
+    c = np.zeros(4, np.float32)
+    call(lib_, ck, "k", a, a.copy(), c)
+    np.testing.assert_allclose(c, np.exp(a) + a, rtol=1e-6)
+
+
+def test_relax_fused_kernel_bit_exact(tmp_path):
+    """The real use: Relax conv2d(int8, int8 -> int32) + shift + clip + cast, legalized and
+    fused (LegalizeOps -> AnnotateTIROpPattern -> FuseOps -> FuseTIR) into one PrimFunc."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 8, 4), "int8"))
+    w = relax.Var("w", relax.TensorType((3, 3, 4, 6), "int8"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, w, padding=1, data_layout="NHWC",
+                                           kernel_layout="HWIO", out_dtype="int32"))  # fmt: skip
+            y = bb.emit(relax.op.right_shift(y, relax.const(3, "int32")))
+            y = bb.emit(relax.op.clip(y, -128, 127))
+            gv = bb.emit_output(bb.emit(relax.op.astype(y, "int8")))
+        bb.emit_func_output(gv)
+    mod = bb.get()
+    with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
+        for p in (relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                  relax.transform.FuseOps(), relax.transform.FuseTIR()):  # fmt: skip
+            mod = p(mod)
+    funcs = {f"em_k_{g.name_hint}": f for g, f in mod.functions.items()
+             if isinstance(f, tvm.tirx.PrimFunc)}  # fmt: skip
+    assert len(funcs) == 1
+    ck = prim_funcs_to_c(funcs)
+    check_plain_c(ck)
+    (name,) = ck.names
+    lib_ = compile_shared(ck, tmp_path, "relax")
+    arm_compile(ck, tmp_path, "relax")
+    rng = np.random.default_rng(7)
+    xv = rng.integers(-128, 128, (1, 8, 8, 4), dtype=np.int8)
+    wv = rng.integers(-128, 128, (3, 3, 4, 6), dtype=np.int8)
+    out = np.zeros((1, 8, 8, 6), np.int8)
+    call(lib_, ck, name, xv, wv, out)
+    xp = np.zeros((1, 10, 10, 4), np.int64)
+    xp[:, 1:9, 1:9] = xv
+    acc = sum(np.einsum("nhwc,co->nhwo", xp[:, i : i + 8, j : j + 8], wv[i, j].astype(np.int64))
+              for i in range(3) for j in range(3))  # fmt: skip
+    np.testing.assert_array_equal(out, np.clip(acc >> 3, -128, 127).astype(np.int8))
+
+
+def test_symbolic_shape_rejected():
+    n = te.var("n")
+    A = te.placeholder((n,), "int8", name="A")
+    B = te.compute((n,), lambda i: A[i] + tirx.const(1, "int8"), name="B")
+    with pytest.raises(KernelCodegenError, match="static"):
+        prim_funcs_to_c({"k": te.create_prim_func([A, B])})
