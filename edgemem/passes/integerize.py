@@ -1,0 +1,383 @@
+"""QDQ -> integer: the Relax pass that makes int8 models run as integers.
+
+TVM's TFLite frontend imports an int8 model as ``dequantize -> float op -> quantize`` per
+operator. This pass recognises each of those islands and replaces it with one ``call_tir`` to an
+integer kernel (edgemem.kernels.int8_ops) carrying TFLite Micro's arithmetic: activations stay
+int8, weights stay int8 constants, accumulators are int32 and requantization is fixed-point.
+Reshapes of int8 tensors stay Relax reshapes (views, no copy).
+
+Every recognised island is one TFLite operator; anything else is reported with the Relax binding
+and op it stopped at, so an unsupported model fails loudly instead of silently running in float.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from ..errors import UnsupportedModelError
+from ..kernels import int8_ops
+from ..kernels.fixed_point import (
+    conv_multipliers,
+    fully_connected_multiplier,
+    quantize_multiplier,
+    quantize_round,
+)
+from ..kernels.int8_ops import Requant
+
+
+# ---------------------------------------------------------------- reading the QDQ graph
+
+def _op(expr) -> str | None:
+    if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+        return expr.op.name.removeprefix("relax.")
+    return None
+
+
+def _shape(expr) -> tuple[int, ...]:
+    return tuple(int(d) for d in expr.ty.shape.values)
+
+
+def _dtype(expr) -> str:
+    return str(expr.ty.dtype)
+
+
+def _const_value(expr) -> np.ndarray | None:
+    if hasattr(expr, "value") and hasattr(expr.value, "numpy") and not isinstance(expr, relax.Var):
+        return expr.value.numpy()
+    return None
+
+
+@dataclass
+class Dequant:
+    """``dequantize(source, scale, zero_point)``: source is an int8 Relax var (activation) or an
+    int8 numpy array (constant weight/bias, already through any reshape/permute)."""
+
+    source: object
+    scale: np.ndarray
+    zero_point: np.ndarray
+
+    @property
+    def is_const(self) -> bool:
+        return isinstance(self.source, np.ndarray)
+
+    @property
+    def scalar_scale(self) -> float:
+        return float(self.scale.reshape(-1)[0])
+
+    @property
+    def scalar_zp(self) -> int:
+        return int(self.zero_point.reshape(-1)[0])
+
+
+class _Graph:
+    """The frontend's bindings, looked up by variable, with use counts."""
+
+    def __init__(self, func):
+        self.defs: dict = {}
+        self.uses: dict = {}
+        for block in func.body.blocks:
+            for b in block.bindings:
+                self.defs[b.var] = b.value
+                for arg in getattr(b.value, "args", []):
+                    fields = arg.fields if isinstance(arg, relax.Tuple) else [arg]
+                    for a in fields:
+                        if isinstance(a, relax.Var):
+                            self.uses[a] = self.uses.get(a, 0) + 1
+        body = func.body.body
+        for a in (body.fields if isinstance(body, relax.Tuple) else [body]):
+            if isinstance(a, relax.Var):
+                self.uses[a] = self.uses.get(a, 0) + 1
+
+    def value(self, expr):
+        """Look through variable bindings inside the function (not through int8 activations)."""
+        while isinstance(expr, relax.Var) and expr in self.defs:
+            inner = self.defs[expr]
+            if _op(inner) in ("quantize", "clip", "reshape") and _dtype(expr) == "int8" and _const_tree(self, inner) is None:
+                return expr  # an int8 activation: a kernel boundary
+            expr = inner
+        return expr
+
+
+def _const_tree(g: _Graph, expr) -> np.ndarray | None:
+    """Evaluate a constant int8 expression (constants through reshape/permute_dims) in numpy."""
+    expr = g.defs.get(expr, expr) if isinstance(expr, relax.Var) else expr
+    value = _const_value(expr)
+    if value is not None:
+        return value
+    op = _op(expr)
+    if op == "reshape":
+        inner = _const_tree(g, expr.args[0])
+        return None if inner is None else inner.reshape(_shape(expr))
+    if op == "permute_dims":
+        inner = _const_tree(g, expr.args[0])
+        return None if inner is None else np.transpose(inner, [int(a) for a in expr.attrs.axes])
+    return None
+
+
+def _dequant(g: _Graph, expr) -> Dequant | None:
+    expr = g.value(expr)
+    if _op(expr) != "dequantize":
+        return None
+    data, scale, zp = expr.args
+    scale_v, zp_v = _const_tree(g, scale), _const_tree(g, zp)
+    if scale_v is None or zp_v is None:
+        return None
+    const = _const_tree(g, data)
+    return Dequant(const if const is not None else g.value(data), np.asarray(scale_v, np.float32), np.asarray(zp_v))
+
+
+def _weight(g: _Graph, expr) -> tuple[np.ndarray, Dequant] | None:
+    """A conv weight: dequantize(const) possibly followed by reshapes (the frontend's layouts)."""
+    expr = g.value(expr)
+    if _op(expr) == "reshape":
+        inner = _weight(g, expr.args[0])
+        return None if inner is None else (inner[0].reshape(_shape(expr)), inner[1])
+    d = _dequant(g, expr)
+    if d is None or not d.is_const:
+        return None
+    return d.source, d
+
+
+# ---------------------------------------------------------------- activation clamps
+
+def _activation_range(kind: str, scale: float, zp: int) -> tuple[int, int]:
+    """TFLite's CalculateActivationRangeQuantized for int8."""
+    lo, hi = -128, 127
+    if kind == "RELU":
+        return max(lo, quantize_round(0.0, scale, zp)), hi
+    if kind == "RELU6":
+        return max(lo, quantize_round(0.0, scale, zp)), min(hi, quantize_round(6.0, scale, zp))
+    if kind == "RELU_N1_TO_1":
+        return max(lo, quantize_round(-1.0, scale, zp)), min(hi, quantize_round(1.0, scale, zp))
+    return lo, hi
+
+
+def _activation_from_clip(lo: float, hi: float, scale: float, zp: int) -> tuple[int, int]:
+    """The frontend wrote the fused activation as an int8 clip with Python rounding; find which
+    activation it was and recompute its bounds the way TFLM does (they differ only on ties)."""
+    for kind in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+        exact = _activation_range(kind, scale, zp)
+        if abs(exact[0] - lo) <= 1 and abs(exact[1] - hi) <= 1 and (kind != "NONE" or (lo, hi) == (-128, 127)):
+            return exact
+    return int(lo), int(hi)
+
+
+# ---------------------------------------------------------------- the rewrite
+
+class _Integerizer:
+    def __init__(self, func):
+        self.g = _Graph(func)
+        self.func = func
+        self.bb = relax.BlockBuilder()
+        self.env: dict = {}  # old int8 var -> new var
+        self.count = 0
+
+    # -- emission
+    def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int):
+        prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs))
+        gv = self.bb.add_func(prim, name)
+        call = relax.call_tir(gv, args, relax.TensorType(out_shape, "int8"))
+        return self.bb.emit(call)
+
+    def _name(self, kind: str) -> str:
+        self.count += 1
+        return f"{kind.lower()}_{self.count}"
+
+    def _act(self, var) -> object:
+        """The new var standing for an old int8 activation var."""
+        if var not in self.env:
+            raise UnsupportedModelError(f"int8 tensor '{var.name}' is used before edgemem could produce it (unsupported graph structure).")
+        return self.env[var]
+
+    # -- driver
+    def run(self):
+        clip_of = {}  # quantize var -> (lo, hi) of the int8 clip that immediately follows it
+        alias = {}
+        for var, value in self.g.defs.items():
+            if _op(value) == "clip" and _dtype(var) == "int8":
+                src = value.args[0]
+                if isinstance(src, relax.Var) and _op(self.g.defs.get(src)) == "quantize" and self.g.uses.get(src, 0) == 1:
+                    clip_of[src] = (float(value.args[1].value), float(value.args[2].value))
+                    alias[var] = src
+        with self.bb.function("main"):
+            params = []
+            for p in self.func.params:
+                new = relax.Var(p.name, p.ty)
+                self.env[p] = new
+                params.append(new)
+            with self.bb.dataflow():
+                for block in self.func.body.blocks:
+                    for b in block.bindings:
+                        self._binding(b.var, b.value, clip_of, alias)
+                out = self.func.body.body
+                outs = out.fields if isinstance(out, relax.Tuple) else [out]
+                new_outs = [self._act(alias.get(o, o)) for o in outs]
+                result = self.bb.emit_output(new_outs[0] if len(new_outs) == 1 else relax.Tuple(new_outs))
+            self.bb.emit_func_output(result, params)
+        return self.bb.get()
+
+    def _binding(self, var, value, clip_of, alias):
+        op = _op(value)
+        if var in alias:
+            self.env[var] = self._act(alias[var])
+            return
+        if _dtype(var) != "int8":
+            return  # float or int32 intermediates are consumed by the island that quantizes them
+        if op == "quantize":
+            self.env[var] = self._quantized(var, value, clip_of.get(var))
+        elif op == "reshape" and isinstance(value.args[0], relax.Var) and value.args[0] in self.env:
+            self.env[var] = self.bb.emit(relax.op.reshape(self._act(value.args[0]), _shape(var)))
+        elif op == "astype":
+            self.env[var] = self._int_pool(var, value)
+        elif op == "max_pool2d" and _dtype(value.args[0]) == "int8":
+            self.env[var] = self._pool(var, value, value.args[0], "MAX_POOL_2D")
+        elif op in ("permute_dims", "reshape") and _const_tree(self.g, value) is not None:
+            return  # a constant weight in the making
+        else:
+            raise UnsupportedModelError(f"edgemem cannot run '{op}' (Relax binding {var.name}) on int8 data as integers yet. Supported int8 operators: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, AVERAGE_POOL_2D, MAX_POOL_2D, RESHAPE, SOFTMAX.")
+
+    # -- islands
+    def _quantized(self, var, value, clip):
+        body, scale, zp = value.args
+        out_scale = float(_const_tree(self.g, scale).reshape(-1)[0])
+        out_zp = int(_const_tree(self.g, zp).reshape(-1)[0])
+        act = "NONE"
+        expr = self.g.value(body)
+        if _op(expr) == "nn.relu":
+            act, expr = "RELU", self.g.value(expr.args[0])
+        elif _op(expr) == "clip" and _dtype(expr) == "float32":
+            lo, hi = float(expr.args[1].value), float(expr.args[2].value)
+            act = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}.get((lo, hi), None)
+            if act is None:
+                raise UnsupportedModelError(f"float clip({lo}, {hi}) before {var.name} is not a TFLite activation edgemem knows.")
+            expr = self.g.value(expr.args[0])
+        if clip is not None:
+            rng = _activation_from_clip(clip[0], clip[1], out_scale, out_zp)
+        else:
+            rng = _activation_range(act, out_scale, out_zp)
+        rq = Requant(out_zp, *rng)
+        out_shape = _shape(var)
+
+        bias = None
+        if _op(expr) == "add":
+            lhs, rhs = (self.g.value(a) for a in expr.args)
+            d_l, d_r = _dequant(self.g, lhs), _dequant(self.g, rhs)
+            if d_l is not None and d_r is not None and not d_l.is_const and not d_r.is_const:
+                return self._add(out_shape, d_l, d_r, out_scale, rq)
+            bias_d = d_r if d_r is not None and d_r.is_const else None
+            if bias_d is None and _op(rhs) == "dequantize":
+                const = _const_tree(self.g, rhs.args[0])
+                bias_d = None if const is None else Dequant(const, np.zeros(1, np.float32), np.zeros(1))
+            if bias_d is None:
+                raise UnsupportedModelError(f"unrecognised ADD form before {var.name}.")
+            bias, expr = bias_d.source.astype(np.int32).reshape(-1), lhs
+        op = _op(expr)
+        if op == "nn.conv2d":
+            return self._conv(expr, bias, out_scale, out_shape, rq)
+        if op == "matmul":
+            return self._fully_connected(expr, bias, out_scale, out_shape, rq)
+        if op == "nn.softmax":
+            d = _dequant(self.g, expr.args[0])
+            prim = int8_ops.softmax(_shape(d.source), d.scalar_scale, d.scalar_zp, 1.0, out_scale, out_zp)
+            return self._call(self._name("softmax"), prim, [self._act(d.source)], out_shape, "SOFTMAX", 0)
+        raise UnsupportedModelError(f"edgemem does not know the int8 form of '{op}' (before Relax binding {var.name}).")
+
+    def _conv(self, conv, bias, out_scale, out_shape, rq):
+        a = conv.attrs
+        d_in = _dequant(self.g, conv.args[0])
+        w = _weight(self.g, conv.args[1])
+        if d_in is None or d_in.is_const or w is None:
+            raise UnsupportedModelError("conv2d whose input or weight is not a dequantized int8 tensor.")
+        wv, wd = w
+        if str(a.data_layout) != "NHWC":
+            raise UnsupportedModelError(f"conv2d layout {a.data_layout} (expected NHWC).")
+        x_shape = _shape(d_in.source)
+        groups = int(a.groups)
+        stride, dil = [int(s) for s in a.strides], [int(s) for s in a.dilation]
+        pad = [int(p) for p in a.padding]
+        in_scale, in_zp = d_in.scalar_scale, d_in.scalar_zp
+        x = self._act(d_in.source)
+        if np.any(wd.zero_point != 0):
+            raise UnsupportedModelError("conv weights with a non-zero zero point (TFLite int8 requires 0).")
+        if groups == 1:
+            o = wv.shape[3]
+            mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
+            kh, kw = wv.shape[:2]
+            prim = int8_ops.conv2d(x_shape, wv.shape, bias is not None, in_zp, stride, dil, pad, out_shape, rq)
+            kind, macs = "CONV_2D", int(np.prod(out_shape)) * kh * kw * wv.shape[2]
+            wconst = wv.astype(np.int8)
+        elif groups == x_shape[3] and str(a.kernel_layout) == "HWOI":
+            kh, kw, o = wv.shape[0], wv.shape[1], wv.shape[2] * wv.shape[3]
+            wconst = wv.reshape(kh, kw, o).astype(np.int8)
+            mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
+            prim = int8_ops.depthwise_conv2d(x_shape, wconst.shape, bias is not None, in_zp, stride, dil, pad, out_shape, rq)
+            kind, macs = "DEPTHWISE_CONV_2D", int(np.prod(out_shape)) * kh * kw
+        else:
+            raise UnsupportedModelError(f"grouped conv2d (groups={groups}) is not a TFLite operator edgemem supports.")
+        args = [x, relax.const(wconst)]
+        if bias is not None:
+            args.append(relax.const(bias.astype(np.int32)))
+        args += [relax.const(mult), relax.const(shift)]
+        return self._call(self._name(kind), prim, args, out_shape, kind, macs)
+
+    def _fully_connected(self, mm, bias, out_scale, out_shape, rq):
+        d_in = _dequant(self.g, mm.args[0])
+        d_w = _dequant(self.g, mm.args[1])
+        if d_in is None or d_in.is_const or d_w is None or not d_w.is_const:
+            raise UnsupportedModelError("matmul that is not an int8 FULLY_CONNECTED.")
+        w = np.ascontiguousarray(d_w.source.T).astype(np.int8)  # back to TFLite's [O, K]
+        if d_w.scale.size != 1:
+            raise UnsupportedModelError("per-channel FULLY_CONNECTED weights are not supported yet.")
+        m, s = fully_connected_multiplier(d_in.scalar_scale, d_w.scalar_scale, out_scale)
+        x_shape = _shape(d_in.source)
+        prim = int8_ops.fully_connected(x_shape, w.shape, bias is not None, d_in.scalar_zp, d_w.scalar_zp, m, s, rq)
+        args = [self._act(d_in.source), relax.const(w)]
+        if bias is not None:
+            args.append(relax.const(bias.astype(np.int32)))
+        return self._call(self._name("fully_connected"), prim, args, out_shape, "FULLY_CONNECTED", int(np.prod(out_shape)) * w.shape[1])
+
+    def _add(self, out_shape, d1: Dequant, d2: Dequant, out_scale, rq):
+        if _shape(d1.source) != _shape(d2.source) or _shape(d1.source) != tuple(out_shape):
+            raise UnsupportedModelError(f"broadcasting ADD {_shape(d1.source)} + {_shape(d2.source)} is not supported yet.")
+        left_shift = 20
+        s1, s2 = np.float32(d1.scalar_scale), np.float32(d2.scalar_scale)
+        twice_max = 2.0 * float(max(s1, s2))
+        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
+        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
+        mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * float(np.float32(out_scale))))
+        prim = int8_ops.add(tuple(out_shape), d1.scalar_zp, d2.scalar_zp, left_shift, m1, sh1, m2, sh2, mo, sho, rq)
+        args = [self._act(d1.source), self._act(d2.source)]
+        return self._call(self._name("add"), prim, args, out_shape, "ADD", 0)
+
+    def _int_pool(self, var, value):
+        """The frontend's integer avg pool: astype(int8, avg_pool2d(astype(int32, x)))."""
+        pool = self.g.value(value.args[0])
+        if _op(pool) != "nn.avg_pool2d":
+            raise UnsupportedModelError(f"int8 cast at {var.name} that is not an average pool.")
+        src = self.g.value(pool.args[0])
+        if _op(src) != "astype":
+            raise UnsupportedModelError(f"average pool at {var.name} on a non-int8 input.")
+        return self._pool(var, pool, src.args[0], "AVERAGE_POOL_2D")
+
+    def _pool(self, var, pool, x_var, kind):
+        a = pool.attrs
+        if str(a.layout) != "NHWC" or any(int(d) != 1 for d in a.dilation):
+            raise UnsupportedModelError(f"{kind} with layout {a.layout} / dilation is not supported.")
+        x_shape, out_shape = _shape(x_var), _shape(var)
+        size = [int(p) for p in a.pool_size]
+        stride = [int(s) for s in a.strides]
+        pad = [int(p) for p in a.padding]
+        rq = Requant(0, -128, 127)  # TFLite pools keep the input's quantization; no fused act here
+        build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
+        prim = build(x_shape, size, stride, pad, out_shape, rq)
+        return self._call(self._name(kind), prim, [self._act(x_var)], out_shape, kind, 0)
+
+
+def integerize(mod: tvm.IRModule) -> tvm.IRModule:
+    """Rewrite the frontend's QDQ main function into integer kernels. Float-only graphs are not
+    handled here (they have no quantize)."""
+    return _Integerizer(mod["main"]).run()
