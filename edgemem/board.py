@@ -125,6 +125,7 @@ class Board:
     ram: tuple[MemoryRegion, ...]
     qemu: QemuConfig
     stack_size: int = 8192
+    arena_align: int = 4  # byte alignment of every tensor offset in the arena
     source: Path | None = field(default=None, compare=False)
 
     # ---- plain facts -------------------------------------------------------------------------
@@ -346,7 +347,10 @@ def _parse(data: dict, path: Path) -> Board:
     stack_size = _int(data, "stack_size", "the top level") if "stack_size" in data else 8192
     if stack_size % 8:
         raise ValueError("stack_size must be a multiple of 8")
-    return Board(name, str(data.get("description", name)), core, flash, tuple(ram), qemu, stack_size, path)
+    arena_align = _int(data, "arena_align", "the top level") if "arena_align" in data else 4
+    if arena_align < 1 or arena_align & (arena_align - 1):
+        raise ValueError("arena_align must be a power of two")
+    return Board(name, str(data.get("description", name)), core, flash, tuple(ram), qemu, stack_size, arena_align, path)
 
 
 # ---- MPU helpers ---------------------------------------------------------------------------------

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2
-
 from edgemem.board import Board
+from edgemem.codegen.templates import environment as _env
 from edgemem.errors import ToolchainError
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRMWARE_DIR = ROOT / "firmware"
-TEMPLATES_DIR = ROOT / "templates"
 
 APT_HINT = "apt-get install -y gcc-arm-none-eabi libnewlib-arm-none-eabi"
 _CFLAGS_STAMP = ".edgemem_build_flags"
@@ -44,16 +41,6 @@ class FirmwareSizes:
     def ram_bytes(self) -> int:
         """Everything the image reserves in RAM: stack + data + bss + arena."""
         return self.stack_bytes + self.data_bytes + self.bss_bytes + self.arena_bytes
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.filters["shell_quote"] = shlex.quote
-    return env
 
 
 def _linker_context(board: Board, stack_size: int) -> dict:

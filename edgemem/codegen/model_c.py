@@ -1,0 +1,131 @@
+"""The generated C project of one model: kernels.c/.h (TVM), model.c/.h and weights.c/.h (jinja2).
+
+Inputs: the OpGraph, the schedule's op order, the arena plan (pool and offset per storage tensor)
+and the plain-C kernels. Everything is static: pools are byte arrays in linker sections named after
+their pool, each kernel call passes pointers at planned offsets, weights are const arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import __version__
+from ..ir.graph import OpGraph
+from .kernels_c import CKernels, prim_funcs_to_c
+from .templates import render
+
+_CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float"}
+
+
+@dataclass(frozen=True)
+class PoolLayout:
+    name: str
+    size: int
+    align: int = 16
+
+
+def compile_kernels(graph: OpGraph) -> CKernels:
+    """Every op's PrimFunc through TVM's C generator; constants are read-only parameters."""
+    funcs, consts = {}, {}
+    for op in graph.ops:
+        funcs[op.name] = op.prim
+        consts[op.name] = {i for i, t in enumerate(op.inputs) if graph.tensors[t].is_const}
+    # Every kernel must compute into registers: large scratch would be RAM the plan does not see.
+    return prim_funcs_to_c(funcs, consts, scratch="error", max_stack_bytes=1024)
+
+
+def _weight_symbol(name: str) -> str:
+    return f"em_w_{name}"
+
+
+def _c_values(arr: np.ndarray) -> str:
+    flat = arr.reshape(-1)
+    if flat.dtype == np.float32:
+        items = [float(v).hex() + "f" for v in flat.tolist()]  # hex floats: exact, no rounding
+    else:
+        items = [str(v) for v in flat.tolist()]
+    rows = [", ".join(items[i : i + 24]) for i in range(0, len(items), 24)]
+    return "    " + ",\n    ".join(rows)
+
+
+def _weights(graph: OpGraph) -> list[dict]:
+    out = []
+    for t in graph.constants():
+        ctype = _CTYPES.get(t.dtype)
+        if ctype is None:
+            raise ValueError(f"constant {t.name} has dtype {t.dtype}, which has no C type here")
+        out.append({
+            "symbol": _weight_symbol(t.name), "ctype": ctype, "count": max(int(t.value.size), 1),
+            "comment": f"{t.dtype}[{', '.join(map(str, t.shape))}]", "body": _c_values(t.value),
+        })  # fmt: skip
+    return out
+
+
+def _pointer(graph: OpGraph, placements: dict, name: str, ctype: str, const: bool) -> str:
+    t = graph.tensors[name]
+    if t.is_const:
+        return _weight_symbol(name)
+    pool, offset = placements[t.storage]
+    qual = "const " if const else ""
+    return f"({qual}{ctype} *)&em_pool_{pool}[{offset}u]"
+
+
+def _op_calls(graph: OpGraph, order: list[int], placements: dict, kernels: CKernels) -> list[dict]:
+    calls = []
+    for idx in order:
+        op = graph.ops[idx]
+        ctypes = kernels.param_ctypes[op.name]
+        consts = set(kernels.const_params[op.name])
+        names = [*op.inputs, op.output]
+        args = [_pointer(graph, placements, n, ctypes[i], i in consts) for i, n in enumerate(names)]
+        pool, offset = placements[graph.tensors[op.output].storage]
+        calls.append({
+            "name": op.name, "kind": op.kind, "output": op.output, "args": args,
+            "out_bytes": graph.tensors[op.output].nbytes, "out_pool": pool, "out_offset": offset,
+        })  # fmt: skip
+    return calls
+
+
+def _io(graph: OpGraph, placements: dict, names: list[str], infos: list) -> list[dict]:
+    out = []
+    for name, info in zip(names, infos):
+        pool, offset = placements[graph.tensors[name].storage]
+        t = graph.tensors[name]
+        scale = getattr(info, "scale", None)
+        out.append({
+            "name": info.name, "dtype": t.dtype, "shape": t.shape, "nbytes": t.nbytes, "pool": pool,
+            "offset": offset, "scale": scale, "zero_point": getattr(info, "zero_point", None),
+            "scale_literal": None if scale is None else f"{float(np.float32(scale))!r}f",
+        })  # fmt: skip
+    return out
+
+
+def render_model(
+    *, model_name: str, board, graph: OpGraph, order: list[int], placements: dict[str, tuple[str, int]],
+    pools: list[PoolLayout], lower_bound: int, scheduler: str, algorithm: str, kernels: CKernels,
+    input_infos: list, output_infos: list,
+) -> dict[str, str]:
+    """File name -> text of the generated model sources."""
+    common = {"model_name": model_name, "board": board, "version": __version__}
+    weights = _weights(graph)
+    ctx = dict(
+        common,
+        pools=pools,
+        arena_bytes=sum(p.size for p in pools),
+        lower_bound=lower_bound,
+        scheduler=scheduler,
+        algorithm=algorithm,
+        inputs=_io(graph, placements, graph.inputs, input_infos),
+        outputs=_io(graph, placements, graph.outputs, output_infos),
+        ops=_op_calls(graph, order, placements, kernels),
+    )
+    return {
+        "model.h": render("model.h.j2", **ctx),
+        "model.c": render("model.c.j2", **ctx),
+        "weights.h": render("weights.h.j2", weights=weights, **common),
+        "weights.c": render("weights.c.j2", weights=weights, **common),
+        "kernels.h": kernels.header,
+        "kernels.c": kernels.source,
+    }

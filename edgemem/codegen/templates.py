@@ -1,0 +1,26 @@
+"""The one jinja2 environment for every generated file (templates/ at the repository root)."""
+
+from __future__ import annotations
+
+import shlex
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,  # a missing value is a bug, never an empty string in C
+        keep_trailing_newline=True,
+    )
+    env.filters["shell_quote"] = shlex.quote
+    return env
+
+
+def render(template: str, **context) -> str:
+    return environment().get_template(template).render(**context)

@@ -1,0 +1,166 @@
+"""The operator graph read out of a lowered Relax module: the one data model the later stages share.
+
+After the passes, ``main`` is a dataflow block of ``call_tir`` bindings (one kernel each), plus
+reshapes and plain variable bindings, which are *views*: they share the storage of their source
+and cost no RAM. Constants (weights, biases, multipliers) live in flash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from ..errors import UnsupportedModelError
+
+
+@dataclass
+class Tensor:
+    """A value of the graph. ``storage`` names the tensor whose RAM it uses (itself unless a view)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str  # "input" | "activation" | "const"
+    storage: str = ""
+    producer: int | None = None  # op index
+    consumers: list[int] = field(default_factory=list)
+    value: np.ndarray | None = None  # constants only
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    @property
+    def is_const(self) -> bool:
+        return self.kind == "const"
+
+
+@dataclass
+class Op:
+    """One kernel call: ``kernel(inputs..., output)``."""
+
+    name: str  # C symbol of the kernel
+    kind: str  # the TFLite operator it implements (CONV_2D, ...) or the fused Relax name
+    inputs: list[str]
+    output: str
+    prim: object  # tvm.tirx.PrimFunc
+    macs: int = 0
+
+
+@dataclass
+class OpGraph:
+    ops: list[Op]
+    tensors: dict[str, Tensor]
+    inputs: list[str]
+    outputs: list[str]
+
+    def storage_of(self, name: str) -> Tensor:
+        return self.tensors[self.tensors[name].storage]
+
+    def activations(self) -> list[Tensor]:
+        """Tensors that own RAM (inputs and kernel outputs; views excluded)."""
+        return [t for t in self.tensors.values() if not t.is_const and t.storage == t.name]
+
+    def constants(self) -> list[Tensor]:
+        return [t for t in self.tensors.values() if t.is_const]
+
+
+def _shape(ty) -> tuple[int, ...]:
+    dims = []
+    for d in ty.shape.values:
+        if not isinstance(d, tvm.tirx.IntImm):
+            raise UnsupportedModelError(f"tensor shape {ty.shape} is symbolic; edgemem plans static shapes here.")
+        dims.append(int(d))
+    return tuple(dims)
+
+
+class _Reader:
+    def __init__(self, mod: tvm.IRModule):
+        self.mod = mod
+        self.func = mod["main"]
+        self.tensors: dict[str, Tensor] = {}
+        self.names: dict = {}  # relax expr -> tensor name
+        self.consts: dict = {}  # id of the Constant node -> tensor name
+        self.ops: list[Op] = []
+
+    def _name_var(self, var) -> str:
+        base = var.name or "t"
+        name, k = base, 1
+        while name in self.tensors:
+            k += 1
+            name = f"{base}_{k}"
+        self.names[var] = name
+        return name
+
+    def _operand(self, expr) -> str:
+        if isinstance(expr, relax.Var):
+            if expr not in self.names:
+                raise UnsupportedModelError(f"Relax value '{expr.name}' is used before it is defined.")
+            return self.names[expr]
+        if isinstance(expr, tvm.ir.Constant):
+            for node, name in self.consts.items():  # the same Constant node used twice is one array
+                if expr.same_as(node):
+                    return name
+            value = expr.value.numpy()
+            name = f"c{len(self.consts)}"
+            self.tensors[name] = Tensor(name, tuple(value.shape), str(value.dtype), "const", name, value=value)
+            self.consts[expr] = name
+            return name
+        raise UnsupportedModelError(f"kernel argument {type(expr).__name__} is not a tensor or constant.")
+
+    def read(self) -> OpGraph:
+        inputs = []
+        for p in self.func.params:
+            name = self._name_var(p)
+            self.tensors[name] = Tensor(name, _shape(p.ty), str(p.ty.dtype), "input", name)
+            inputs.append(name)
+        for block in self.func.body.blocks:
+            for b in block.bindings:
+                self._binding(b.var, b.value)
+        body = self.func.body.body
+        outs = body.fields if isinstance(body, relax.Tuple) else [body]
+        outputs = [self._operand(o) for o in outs]
+        return OpGraph(self.ops, self.tensors, inputs, outputs)
+
+    def _binding(self, var, value):
+        if isinstance(value, relax.Var):  # gv = lv: another name for the same value
+            self.names[var] = self._operand(value)
+            return
+        if not isinstance(value, relax.Call):
+            raise UnsupportedModelError(f"Relax binding '{var.name}' ({type(value).__name__}) is not a kernel call.")
+        op_name = getattr(value.op, "name", "")
+        if op_name in ("relax.reshape", "relax.squeeze", "relax.expand_dims"):
+            src = self._operand(value.args[0])
+            name = self._name_var(var)
+            self.tensors[name] = Tensor(name, _shape(var.ty), str(var.ty.dtype), "activation", self.tensors[src].storage)
+            self.tensors[name].producer = self.tensors[src].producer
+            return
+        if op_name != "relax.call_tir":
+            raise UnsupportedModelError(f"Relax binding '{var.name}' calls '{op_name}', which has no kernel; lower it first.")
+        gv, args = value.args[0], value.args[1]
+        prim = self.mod[gv]
+        fields = args.fields if isinstance(args, relax.Tuple) else [args]
+        ins = [self._operand(a) for a in fields]
+        name = self._name_var(var)
+        self.tensors[name] = Tensor(name, _shape(var.ty), str(var.ty.dtype), "activation", name, producer=len(self.ops))
+        attrs = prim.attrs or {}
+        kind = str(attrs["edgemem.op"]) if "edgemem.op" in attrs else gv.name_hint
+        macs = int(attrs["edgemem.macs"]) if "edgemem.macs" in attrs else 0
+        for i in ins:
+            self._use(i, len(self.ops))
+        self.ops.append(Op(f"em_k_{gv.name_hint}", kind, ins, name, prim, macs))
+
+    def _use(self, name: str, op_index: int):
+        t = self.tensors[name]
+        if op_index not in t.consumers:
+            t.consumers.append(op_index)
+        if t.storage != name:
+            self._use(t.storage, op_index)
+
+
+def read_graph(mod: tvm.IRModule) -> OpGraph:
+    """The OpGraph of ``mod["main"]`` (kernels in binding order)."""
+    return _Reader(mod).read()

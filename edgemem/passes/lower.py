@@ -1,0 +1,42 @@
+"""From the frontend's Relax to one kernel call per operator, the form the graph reader expects.
+
+int8 models go through ``integerize`` (TFLM arithmetic, integers end to end); float models are
+legalized and fused by TVM's own passes.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+from .integerize import integerize
+
+
+def _has_quantize(mod: tvm.IRModule) -> bool:
+    found = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.quantize":
+            found.append(expr)
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return bool(found)
+
+
+def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
+    """LegalizeOps -> AnnotateTIROpPattern -> FuseOps -> FuseTIR: one PrimFunc per fused group."""
+    passes = [
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+        relax.transform.DeadCodeElimination(),
+    ]
+    with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
+        for p in passes:
+            mod = p(mod)
+    return mod
+
+
+def lower_to_kernels(mod: tvm.IRModule) -> tvm.IRModule:
+    return integerize(mod) if _has_quantize(mod) else float_kernels(mod)

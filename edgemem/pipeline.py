@@ -1,0 +1,310 @@
+"""edgemem's pipeline, one stage a line: a .tflite file in, a firmware project and its RAM report out.
+
+    import (frontend) -> lower to kernels (passes) -> operator graph (ir) -> order (schedule)
+    -> arena plan + independent check (plan) -> C (codegen) -> firmware (target) -> report
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .board import Board, load_board
+from .codegen.model_c import PoolLayout, compile_kernels, render_model
+from .errors import DoesNotFitError, ToolchainError
+from .frontend.tflite_import import ImportedModel, import_tflite
+from .ir.graph import OpGraph, read_graph
+from .passes.lower import lower_to_kernels
+from .plan import ArenaPlan, Buffer, Pool, PlanError, check_plan, plan_arena
+from .schedule import Schedule, file_order
+from .schedule.liveness import live_ranges
+from .target.toolchain import FirmwareSizes, build_firmware, render_firmware_files
+
+BUILD_INFO = "edgemem.json"  # what `run` needs to know about a build, next to the sources
+
+
+@dataclass
+class BuildOptions:
+    ram: int | None = None  # override the board's RAM (bytes)
+    flash: int | None = None  # override the board's flash (bytes)
+    overwrite: bool = False  # replace an existing output directory
+    compile: bool = True  # run arm-none-eabi-gcc
+
+
+@dataclass
+class BuildResult:
+    model: Path
+    board: Board
+    out_dir: Path
+    graph: OpGraph
+    schedule: Schedule
+    plan: ArenaPlan
+    sizes: FirmwareSizes | None
+    info: dict = field(default_factory=dict)  # the JSON report (also written to BUILD_INFO)
+
+
+def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board:
+    """The board with its RAM and/or flash replaced by the user's figures (one RAM region for --ram)."""
+    if flash is not None:
+        board = dataclasses.replace(board, flash=dataclasses.replace(board.flash, size=flash))
+    if ram is not None:
+        region = dataclasses.replace(board.default_ram, size=ram, default=True)
+        board = dataclasses.replace(board, ram=(region,))
+    return board
+
+
+def _buffers(graph: OpGraph, schedule: Schedule, align: int) -> list[Buffer]:
+    return [Buffer(r.name, r.size, r.first, r.last, align) for r in live_ranges(graph, schedule.order)]
+
+
+def _ram_budget(board: Board) -> int:
+    """Bytes the default RAM region offers to data, bss and the arena once the stack is reserved."""
+    region = next(r for r in board.link_regions() if r.default)
+    return region.length - board.stack_size
+
+
+def _plan(graph: OpGraph, schedule: Schedule, board: Board, model_name: str) -> tuple[list[Buffer], ArenaPlan]:
+    buffers = _buffers(graph, schedule, board.arena_align)
+    budget = _ram_budget(board)
+    plan = plan_arena(buffers, [Pool("arena", 1 << 40)])
+    if plan.total_bytes > budget:
+        raise DoesNotFitError(
+            f"{model_name} needs an arena of {plan.total_bytes:,} bytes (lower bound {plan.lower_bound:,} B "
+            f"for the {schedule.scheduler} operator order) but board {board.name} has {budget:,} bytes of RAM left "
+            f"after its {board.stack_size:,}-byte stack ({board.ram_bytes:,} B in all). Use a board with more RAM, "
+            "a smaller model, or --ram to plan for a larger budget."
+        )
+    check_plan(buffers, plan, [Pool("arena", 1 << 40)])
+    return buffers, plan
+
+
+def _check_flash(graph: OpGraph, board: Board, model_name: str) -> None:
+    weights = sum(t.nbytes for t in graph.constants())
+    if weights > board.flash_bytes:
+        raise DoesNotFitError(
+            f"{model_name} has {weights:,} bytes of weights but board {board.name} has {board.flash_bytes:,} "
+            "bytes of flash. Use a board with more flash or a smaller model (or --flash to override)."
+        )
+
+
+def _stack_estimate(project: Path, graph: OpGraph) -> int:
+    """Deepest call chain main -> edgemem_run -> kernel, from gcc's -fstack-usage files."""
+    frames: dict[str, int] = {}
+    for su in project.glob("*.su"):
+        for line in su.read_text().splitlines():
+            m = re.match(r"^.*:\d+:\d+:(\w+)\s+(\d+)\s+\w+", line)
+            if m:
+                frames[m.group(1)] = max(frames.get(m.group(1), 0), int(m.group(2)))
+    kernels = max((frames.get(op.name, 0) for op in graph.ops), default=0)
+    return frames.get("main", 0) + frames.get("edgemem_run", 0) + kernels
+
+
+def _write_atomically(out_dir: Path, overwrite: bool, fill) -> None:
+    """Write the project into a temporary sibling and move it into place only when complete."""
+    out_dir = out_dir.resolve()
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        fill(tmp)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def build(model_path: str | Path, board_name: str, out_dir: str | Path, options: BuildOptions | None = None) -> BuildResult:
+    """The whole pipeline for one model and one board; raises EdgememError subclasses on bad input."""
+    options = options or BuildOptions()
+    t0 = time.perf_counter()
+    board = board_with_budget(load_board(board_name), options.ram, options.flash)
+    model: ImportedModel = import_tflite(model_path)
+    graph = read_graph(lower_to_kernels(model.relax_mod))
+    _check_flash(graph, board, model.path.name)
+    schedule = file_order(graph, board.arena_align)
+    buffers, plan = _plan(graph, schedule, board, model.path.name)
+    kernels = compile_kernels(graph)
+    pools = [PoolLayout(name, size) for name, size in plan.pool_sizes.items()]
+    placements = {name: (p.pool, p.offset) for name, p in plan.placements.items()}
+    sources = render_model(
+        model_name=model.path.name, board=board, graph=graph, order=schedule.order, placements=placements,
+        pools=pools, lower_bound=plan.lower_bound, scheduler=schedule.scheduler, algorithm=plan.algorithm,
+        kernels=kernels, input_infos=model.inputs, output_infos=model.outputs,
+    )  # fmt: skip
+    result = BuildResult(model.path, board, Path(out_dir), graph, schedule, plan, None)
+
+    def fill(project: Path) -> None:
+        for name, text in sources.items():
+            (project / name).write_text(text)
+        render_firmware_files(board, project)
+        if options.compile:
+            result.sizes = _link(project, board, plan)
+        result.info = build_info(result, model, stack_estimate=_stack_estimate(project, graph),
+                                 seconds=time.perf_counter() - t0)  # fmt: skip
+        (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")
+
+    try:
+        _write_atomically(Path(out_dir), options.overwrite, fill)
+    except FileExistsError:
+        from .errors import EdgememError
+
+        raise EdgememError(
+            f"output directory '{out_dir}' already exists; edgemem does not overwrite it silently. "
+            "Pass --force to replace it, or choose another directory with -o."
+        ) from None
+    return result
+
+
+def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
+    try:
+        return build_firmware(project, board)
+    except ToolchainError as e:
+        if "edgemem: " in str(e) and ("exceed" in str(e) or "does not fit" in str(e)):
+            raise DoesNotFitError(
+                f"the firmware does not fit board {board.name}: arena {plan.total_bytes:,} B + stack "
+                f"{board.stack_size:,} B + static data exceed its {board.ram_bytes:,} B of RAM or the image exceeds "
+                f"its {board.flash_bytes:,} B of flash. Linker said:\n{e}"
+            ) from e
+        raise
+
+
+def _tensor_json(info, graph: OpGraph, name: str) -> dict:
+    t = graph.tensors[name]
+    kind = graph.ops[t.producer].kind if t.producer is not None else "INPUT"
+    return {"name": info.name, "shape": list(t.shape), "dtype": t.dtype, "scale": info.scale,
+            "zero_point": info.zero_point, "bytes": t.nbytes, "producer": kind}  # fmt: skip
+
+
+def build_info(result: BuildResult, model: ImportedModel, *, stack_estimate: int, seconds: float) -> dict:
+    """The machine-readable build report (`edgemem build --json`), also saved as BUILD_INFO."""
+    board, plan, sizes, graph = result.board, result.plan, result.sizes, result.graph
+    info = {
+        "model": str(model.path.resolve()),
+        "board": board.name,
+        "ops": len(graph.ops),
+        "scheduler": result.schedule.scheduler,
+        "planner": plan.algorithm,
+        "planners_tried": dict(plan.tried),
+        "arena_bytes": plan.total_bytes,
+        "arena_pools": dict(plan.pool_sizes),
+        "lower_bound_bytes": plan.lower_bound,
+        "weights_bytes": sum(t.nbytes for t in graph.constants()),
+        "stack_reserved_bytes": board.stack_size,
+        "stack_estimate_bytes": stack_estimate,
+        "board_ram_bytes": board.ram_bytes,
+        "board_flash_bytes": board.flash_bytes,
+        "inputs": [_tensor_json(i, graph, n) for i, n in zip(model.inputs, graph.inputs)],
+        "outputs": [_tensor_json(i, graph, n) for i, n in zip(model.outputs, graph.outputs)],
+        "build_seconds": round(seconds, 3),
+    }
+    if sizes is not None:
+        static = sizes.data_bytes + sizes.bss_bytes
+        total = sizes.stack_bytes + static + sizes.arena_bytes
+        info.update({
+            "flash_bytes": sizes.flash_bytes,
+            "static_ram_bytes": static,
+            "total_ram_bytes": total,
+            "fits": total <= board.ram_bytes and sizes.flash_bytes <= board.flash_bytes,
+        })  # fmt: skip
+    return info
+
+
+# ---------------------------------------------------------------- running a build
+
+
+def load_build_info(out_dir: str | Path) -> dict:
+    path = Path(out_dir) / BUILD_INFO
+    if not path.is_file():
+        from .errors import EdgememError
+
+        raise EdgememError(f"'{out_dir}' is not an edgemem build (no {BUILD_INFO}); run `edgemem build` first.")
+    return json.loads(path.read_text())
+
+
+def _reference_outputs(model_path: str, inputs: list) -> list | None:
+    """TFLite Micro's outputs for the same inputs, or None where the oracle is not installed."""
+    try:
+        from .reference import tflm_outputs
+
+        return tflm_outputs(model_path, inputs)
+    except ImportError:
+        return None
+
+
+# Only these operators' int8 outputs may differ from TFLM by one LSB (float exp/log inside).
+_LSB_TOLERANT = {"SOFTMAX", "LOGISTIC", "TANH"}
+
+
+def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeout_s: float = 120.0) -> dict:
+    """Run a built firmware under QEMU; returns the `edgemem run --json` report (device figures and the
+    comparison with TFLite Micro). Without `inputs`, a seeded random input of the model's shape is used."""
+    import numpy as np
+
+    from .target.qemu import run_firmware
+
+    info = load_build_info(out_dir)
+    board = board_with_budget(load_board(info["board"]), None, None)
+    if inputs is None:
+        from .reference import seeded_inputs
+
+        inputs = seeded_inputs(info["model"], seed)
+    inputs = [_checked_input(np.asarray(x), spec, i) for i, (x, spec) in enumerate(zip(inputs, info["inputs"]))]
+    report = run_firmware(Path(out_dir) / "firmware.elf", board, [x.tobytes() for x in inputs], timeout_s)
+    outputs = [
+        np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"])
+        for raw, spec in zip(report.outputs, info["outputs"])
+    ]
+    result = {
+        "model": info["model"], "board": info["board"], "arena_bytes": info["arena_bytes"],
+        "arena_pools": info["arena_pools"], "lower_bound_bytes": info["lower_bound_bytes"],
+        "flash_bytes": info.get("flash_bytes"),
+        "peak_stack_bytes": report.peak_stack_bytes,
+        "arena_high_water_bytes": report.arena_high_water_bytes,
+        "pool_high_water_bytes": report.pool_high_water_bytes,
+        "static_ram_bytes": report.static_ram_bytes,
+        "total_ram_bytes": report.static_ram_bytes + report.peak_stack_bytes + report.arena_high_water_bytes,
+        "instructions": report.instructions,
+    }  # fmt: skip
+    result.update(_compare(outputs, _reference_outputs(info["model"], inputs), info["outputs"]))
+    result["outputs"] = outputs
+    return result
+
+
+def _checked_input(x, spec: dict, index: int):
+    import numpy as np
+
+    from .errors import EdgememError
+
+    if tuple(x.shape) != tuple(spec["shape"]) or x.dtype != np.dtype(spec["dtype"]):
+        raise EdgememError(
+            f"input {index} ('{spec['name']}') must be {spec['dtype']}{spec['shape']}, got {x.dtype}{list(x.shape)}. "
+            "Quantize and reshape it to the model's input first."
+        )
+    return x
+
+
+def _compare(outputs: list, reference: list | None, specs: list[dict]) -> dict:
+    import numpy as np
+
+    if reference is None:
+        return {"bit_exact": None, "max_abs_diff": None, "matches_reference": None}
+    diffs, tolerated = [], True
+    for out, ref, spec in zip(outputs, reference, specs):
+        d = int(np.max(np.abs(out.astype(np.int64) - np.asarray(ref).astype(np.int64)))) if out.size else 0
+        if np.issubdtype(out.dtype, np.floating):
+            d = float(np.max(np.abs(out.astype(np.float64) - np.asarray(ref, np.float64))))
+        diffs.append(d)
+        allowed = 1 if spec["producer"] in _LSB_TOLERANT and not np.issubdtype(out.dtype, np.floating) else 0
+        tolerated &= d <= allowed
+    return {"bit_exact": all(d == 0 for d in diffs), "max_abs_diff": max(diffs, default=0),
+            "matches_reference": bool(tolerated)}  # fmt: skip
