@@ -19,7 +19,8 @@ from pathlib import Path
 from .board import Board, load_board
 from .codegen.model_c import PoolLayout, compile_kernels, render_model
 from .errors import DoesNotFitError, ToolchainError
-from .frontend.tflite_import import ImportedModel, import_tflite
+from .frontend.footprint import operator_floor_bytes
+from .frontend.tflite_import import ImportedModel, import_tflite, read_tflite
 from .ir.graph import OpGraph, read_graph
 from .passes.lower import lower_to_kernels
 from .plan import ArenaPlan, Buffer, Pool, PlanError, check_plan, plan_arena
@@ -85,6 +86,19 @@ def _plan(graph: OpGraph, schedule: Schedule, board: Board, model_name: str) -> 
     return buffers, plan
 
 
+def _check_floor(model_path: Path, board: Board) -> None:
+    """Fail before lowering when even the largest single operator cannot fit the board."""
+    floor, op_index = operator_floor_bytes(read_tflite(model_path))
+    budget = _ram_budget(board)
+    if floor > budget:
+        raise DoesNotFitError(
+            f"{model_path.name} needs at least {floor:,} bytes of activation RAM (operator #{op_index} alone keeps "
+            f"that much live) but board {board.name} has {budget:,} bytes left after its {board.stack_size:,}-byte "
+            f"stack ({board.ram_bytes:,} B of RAM in all). Use a board with more RAM, a smaller input resolution, "
+            "or --ram to plan for a larger budget."
+        )
+
+
 def _check_flash(graph: OpGraph, board: Board, model_name: str) -> None:
     weights = sum(t.nbytes for t in graph.constants())
     if weights > board.flash_bytes:
@@ -128,6 +142,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     options = options or BuildOptions()
     t0 = time.perf_counter()
     board = board_with_budget(load_board(board_name), options.ram, options.flash)
+    _check_floor(Path(model_path), board)
     model: ImportedModel = import_tflite(model_path)
     graph = read_graph(lower_to_kernels(model.relax_mod))
     _check_flash(graph, board, model.path.name)

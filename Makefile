@@ -1,0 +1,31 @@
+# edgemem's two entry points on a fresh machine: `make demo` and `make test`.
+# Both install what is missing first: the Arm toolchain and QEMU (apt) and the Python environment (.venv).
+
+PYTHON ?= python3
+VENV   ?= .venv
+APT_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+MODEL ?= examples/kws_tiny_int8.tflite
+BOARD ?= stm32f746
+
+.PHONY: setup toolchain demo test clean
+
+setup: toolchain $(VENV)/.installed
+
+toolchain:
+	@command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
+	  || ($(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $(APT_PACKAGES))
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[reference,test]'
+	touch $@
+
+demo: setup
+	$(VENV)/bin/edgemem build --board $(BOARD) $(MODEL) -o out/demo --force --run
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+clean:
+	rm -rf out build .pytest_cache

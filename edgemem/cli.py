@@ -1,0 +1,164 @@
+"""The `edgemem` command: arguments in, one pipeline call, a report out. Nothing else lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import EdgememError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Deploy a .tflite model to a microcontroller in the least RAM.")
+out = Console()
+err = Console(stderr=True)
+
+_DEBUG = {"on": False}
+
+
+def _fail(exc: BaseException) -> None:
+    """One paragraph and a distinct exit code; the traceback only with --debug."""
+    if _DEBUG["on"]:
+        raise exc
+    if isinstance(exc, EdgememError):
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code)
+    err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}. This is a bug in edgemem; "
+              "rerun with --debug for the traceback and report it.", highlight=False, soft_wrap=True)  # fmt: skip
+    raise typer.Exit(1)
+
+
+@app.callback()
+def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks.")) -> None:
+    _DEBUG["on"] = debug
+
+
+def _kib(n: int | None) -> str:
+    return "-" if n is None else f"{n:,} B ({n / 1024:.1f} KiB)"
+
+
+def _print_build(info: dict) -> None:
+    t = Table(title=f"{Path(info['model']).name} on {info['board']}", show_header=False)
+    t.add_row("arena (planned)", _kib(info["arena_bytes"]) + f"  planner: {info['planner']}")
+    for pool, size in info["arena_pools"].items():
+        t.add_row(f"  pool {pool}", _kib(size))
+    t.add_row("lower bound", _kib(info["lower_bound_bytes"]) + f"  ({info['scheduler']} order)")
+    t.add_row("stack", f"{_kib(info['stack_reserved_bytes'])} reserved, ~{info['stack_estimate_bytes']:,} B estimated")
+    t.add_row("static RAM (.data+.bss)", _kib(info.get("static_ram_bytes")))
+    t.add_row("total RAM", f"{_kib(info.get('total_ram_bytes'))} of {_kib(info['board_ram_bytes'])}")
+    t.add_row("flash", f"{_kib(info.get('flash_bytes'))} of {_kib(info['board_flash_bytes'])} (weights {info['weights_bytes']:,} B)")
+    fits = info.get("fits")
+    t.add_row("fits the board", "-" if fits is None else ("[green]yes[/]" if fits else "[red]no[/]"))
+    out.print(t)
+
+
+def _print_run(res: dict) -> None:
+    t = Table(title=f"device run: {Path(res['model']).name} on {res['board']} (QEMU)", show_header=False)
+    t.add_row("arena planned / measured", f"{res['arena_bytes']:,} B / {res['arena_high_water_bytes']:,} B")
+    t.add_row("peak stack (measured)", f"{res['peak_stack_bytes']:,} B")
+    t.add_row("static RAM (.data+.bss)", f"{res['static_ram_bytes']:,} B")
+    t.add_row("total RAM used", f"{res['total_ram_bytes']:,} B")
+    t.add_row("instructions per inference", f"{res['instructions']:,}")
+    if res["bit_exact"] is None:
+        t.add_row("vs TFLite Micro", "oracle not installed (pip install 'edgemem[reference]')")
+    else:
+        verdict = "bit-exact" if res["bit_exact"] else f"max |diff| {res['max_abs_diff']}"
+        t.add_row("vs TFLite Micro", ("[green]" if res["matches_reference"] else "[red]") + verdict + "[/]")
+    out.print(t)
+
+
+def _json(obj: dict) -> None:
+    sys.stdout.write(json.dumps({k: v for k, v in obj.items() if k != "outputs"}, indent=2) + "\n")
+
+
+@app.command()
+def build(
+    model: Path = typer.Argument(..., help="The .tflite model."),
+    board: str = typer.Option("stm32f746", "--board", "-b", help="Board name (see `edgemem boards`) or a board .toml."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Project directory (default out/<model>-<board>)."),
+    ram: Optional[int] = typer.Option(None, "--ram", help="Plan for this many bytes of RAM instead of the board's."),
+    flash: Optional[int] = typer.Option(None, "--flash", help="Plan for this many bytes of flash instead of the board's."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
+    run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
+) -> None:
+    """Import, lower, schedule, plan, generate C and build the firmware."""
+    out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
+    try:
+        from . import pipeline
+
+        result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force))
+        res = pipeline.run(out_dir) if run_it else None
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one message
+        _fail(exc)
+        return
+    if as_json:
+        _json({**result.info, "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "outputs"}} if res else {})})
+        return
+    out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
+    _print_build(result.info)
+    if res:
+        _print_run(res)
+
+
+@app.command()
+def run(
+    project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
+    board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
+    input_files: list[Path] = typer.Option([], "--input", help="Input tensor as .npy (once per model input)."),
+    save_output: list[Path] = typer.Option([], "--save-output", help="Save the device's output as .npy (once per output)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random input used when no --input is given."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
+) -> None:
+    """Run a built firmware under QEMU with the board's RAM enforced; compare with TFLite Micro."""
+    try:
+        import numpy as np
+
+        from . import pipeline
+
+        info = pipeline.load_build_info(project)
+        if board is not None and Path(board).stem != info["board"]:
+            raise EdgememError(f"'{project}' was built for board {info['board']}, not {board}; rebuild it with --board {board}.")
+        inputs = [_load_npy(p) for p in input_files] or None
+        if inputs is not None and len(inputs) != len(info["inputs"]):
+            raise EdgememError(f"the model has {len(info['inputs'])} input(s) but {len(inputs)} --input file(s) were given.")
+        res = pipeline.run(project, inputs, seed=seed)
+        for path, arr in zip(save_output, res["outputs"]):
+            np.save(path, arr)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if as_json:
+        _json(res)
+    else:
+        _print_run(res)
+
+
+def _load_npy(path: Path):
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise EdgememError(f"cannot read input '{path}' as a .npy array ({exc}); save it with numpy.save.") from exc
+
+
+@app.command()
+def boards() -> None:
+    """List the boards edgemem knows, with their RAM, flash and QEMU stand-in."""
+    from .board import list_boards, load_board
+
+    t = Table("board", "core", "RAM", "flash", "QEMU machine", "description")
+    t.columns[0].no_wrap = True
+    for name in list_boards():
+        b = load_board(name)
+        t.add_row(name, b.core.cpu, f"{b.ram_bytes // 1024} KiB", f"{b.flash_bytes // 1024} KiB", b.qemu.machine, b.description)
+    out.print(t)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

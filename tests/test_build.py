@@ -1,0 +1,129 @@
+"""End to end: real .tflite models built for the STM32F746 and run under QEMU, checked against TFLite Micro.
+
+The oracle is the `tflite_micro` package (TFLM's reference kernels on the host), which shares no code
+with edgemem. Each model is built once; three seeded inputs are run through the firmware.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgemem import pipeline
+from edgemem.errors import DoesNotFitError, EdgememError, UnsupportedModelError
+from edgemem.reference import seeded_inputs, tflm_outputs
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT.parent / "shared" / "models"
+EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
+
+ACCEPTANCE_MODELS = [
+    "mlperf_kws_dscnn_int8", "mlperf_vww_96_int8", "mlperf_ic_resnet8_int8", "mlperf_ad_fc_autoencoder_int8",
+    "mlperf_sww_int8", "tflm_person_detect_int8", "tflm_micro_speech_int8", "tflm_hello_world_int8",
+]  # fmt: skip
+TOLERANT = {"SOFTMAX", "LOGISTIC", "TANH"}  # may differ from TFLM by 1 LSB
+
+
+def model_path(name: str) -> Path:
+    path = MODELS / f"{name}.tflite"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
+    return path
+
+
+def assert_matches_tflm(device: np.ndarray, reference: np.ndarray, producer: str) -> None:
+    diff = np.abs(device.astype(np.int64) - reference.astype(np.int64))
+    allowed = 1 if producer in TOLERANT else 0
+    assert diff.max(initial=0) <= allowed, f"{producer} output differs from TFLM by up to {diff.max()}"
+
+
+@pytest.mark.parametrize("name", ACCEPTANCE_MODELS)
+def test_model_runs_on_stm32f746_like_tflm(name, tmp_path):
+    path = model_path(name)
+    result = pipeline.build(path, "stm32f746", tmp_path / "proj")
+    info = result.info
+    assert info["fits"] and info["total_ram_bytes"] <= 320 * 1024 and info["flash_bytes"] <= 1024 * 1024
+    for seed in range(3):
+        inputs = seeded_inputs(path, seed)
+        res = pipeline.run(tmp_path / "proj", inputs)
+        reference = tflm_outputs(path, inputs)  # computed here, independently of pipeline.run
+        for out, ref, spec in zip(res["outputs"], reference, info["outputs"]):
+            assert out.shape == tuple(ref.shape)
+            assert_matches_tflm(out, ref, spec["producer"])
+        # The device measured exactly the arena the planner gave it.
+        assert res["arena_high_water_bytes"] == info["arena_bytes"]
+
+
+def test_arena_is_at_the_schedules_lower_bound(tmp_path):
+    """kws_dscnn: TFLM's head is 16,000 B and so is the op bound; edgemem's plan must not waste a byte."""
+    result = pipeline.build(model_path("mlperf_kws_dscnn_int8"), "stm32f746", tmp_path / "p",
+                            pipeline.BuildOptions(compile=False))  # fmt: skip
+    assert result.plan.total_bytes == result.plan.lower_bound == 16000
+
+
+def test_model_too_big_fails_with_bytes_needed_and_budget(tmp_path):
+    with pytest.raises(DoesNotFitError) as e:
+        pipeline.build(model_path("tflm_xtensa_mobilenet_v2_224_int8"), "stm32f746", tmp_path / "p")
+    assert "2,451,840 bytes" in str(e.value) and "311,296 bytes" in str(e.value)
+    assert not (tmp_path / "p").exists()
+
+
+def test_ram_override_makes_the_budget_check_bite(tmp_path):
+    """The same model fits 320 KiB but not a 20 KiB budget (16,000 B arena + 16 KiB stack)."""
+    with pytest.raises(DoesNotFitError, match="16,000"):
+        pipeline.build(model_path("mlperf_kws_dscnn_int8"), "stm32f746", tmp_path / "p",
+                       pipeline.BuildOptions(ram=20 * 1024, compile=False))  # fmt: skip
+
+
+def test_unsupported_operator_is_named(tmp_path):
+    with pytest.raises(UnsupportedModelError, match="UNIDIRECTIONAL_SEQUENCE_LSTM"):
+        pipeline.build(model_path("tflm_dtln_noise_suppression"), "stm32f746", tmp_path / "p")
+
+
+def test_existing_output_directory_is_not_overwritten(tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(EdgememError, match="already exists"):
+        pipeline.build(EXAMPLE, "stm32f746", out, pipeline.BuildOptions(compile=False))
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgemem.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_cli_build_run_json_and_user_input(tmp_path):
+    """The README's demo path: build --json, then run --input/--save-output, compared with TFLM here."""
+    proj = tmp_path / "demo"
+    p = _cli("build", "--board", "stm32f746", str(EXAMPLE), "-o", str(proj), "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    for key in ("model", "board", "arena_bytes", "arena_pools", "lower_bound_bytes", "flash_bytes", "fits"):
+        assert key in info
+    x = seeded_inputs(EXAMPLE, 7)[0]
+    np.save(tmp_path / "x.npy", x)
+    p = _cli("run", str(proj), "--input", str(tmp_path / "x.npy"), "--save-output", str(tmp_path / "y.npy"),
+             "--json", cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    for key in ("peak_stack_bytes", "arena_high_water_bytes", "static_ram_bytes", "total_ram_bytes",
+                "instructions", "bit_exact", "max_abs_diff"):  # fmt: skip
+        assert key in res
+    assert res["arena_high_water_bytes"] == info["arena_bytes"]
+    y = np.load(tmp_path / "y.npy")
+    assert_matches_tflm(y, tflm_outputs(EXAMPLE, [x])[0], info["outputs"][0]["producer"])
+
+
+def test_cli_bad_model_is_one_paragraph_and_exit_code(tmp_path):
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"\x00" * 64)
+    p = _cli("build", str(bad), "-o", str(tmp_path / "o"), cwd=tmp_path)
+    assert p.returncode == 3
+    assert "Traceback" not in p.stderr and "not a TensorFlow Lite model" in p.stderr
+    assert not (tmp_path / "o").exists()
