@@ -127,3 +127,24 @@ def test_cli_bad_model_is_one_paragraph_and_exit_code(tmp_path):
     assert p.returncode == 3
     assert "Traceback" not in p.stderr and "not a TensorFlow Lite model" in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_float_model_stays_float_and_matches_tflm(tmp_path):
+    """The example's float twin: TVM-legalized float kernels, scheduled without scratch buffers."""
+    float_model = ROOT / "examples" / "kws_tiny_float.tflite"
+    result = pipeline.build(float_model, "stm32f746", tmp_path / "p")
+    assert result.info["inputs"][0]["dtype"] == "float32" and result.plan.total_bytes == result.plan.lower_bound
+    x = seeded_inputs(float_model, 3)
+    res = pipeline.run(tmp_path / "p", x)
+    np.testing.assert_allclose(res["outputs"][0], tflm_outputs(float_model, x)[0], rtol=1e-5, atol=1e-6)
+    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+
+
+@pytest.mark.parametrize("board", ["mps2-an385", "netduinoplus2"])
+def test_other_cores_run_bit_exact(board, tmp_path):
+    """Cortex-M3 without FPU (mps2-an385) and Cortex-M4F (netduinoplus2), each on its own QEMU machine."""
+    path = model_path("mlperf_kws_dscnn_int8")
+    pipeline.build(path, board, tmp_path / "p")
+    x = seeded_inputs(path, 1)
+    res = pipeline.run(tmp_path / "p", x)
+    np.testing.assert_array_equal(res["outputs"][0], tflm_outputs(path, x)[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ..kernels.float_schedule import scalar_schedule
 from .integerize import integerize
 
 
@@ -26,6 +27,7 @@ def _has_quantize(mod: tvm.IRModule) -> bool:
 def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     """LegalizeOps -> AnnotateTIROpPattern -> FuseOps -> FuseTIR: one PrimFunc per fused group."""
     passes = [
+        relax.transform.FoldConstant(),  # weight transposes happen on the host, not in RAM
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FuseOps(),
@@ -35,6 +37,9 @@ def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
         for p in passes:
             mod = p(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, tvm.tirx.PrimFunc):
+            mod[gv] = scalar_schedule(func)
     return mod
 
 
