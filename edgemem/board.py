@@ -156,12 +156,14 @@ class Board:
         lowest = min(r.base for r in self.ram if r.qemu)
         return region.base - lowest + self.qemu.ram_base
 
-    def link_regions(self) -> list[LinkRegion]:
-        """Linker RAM regions for the QEMU image: modelled board regions, contiguous ones merged."""
+    def link_regions(self, merge: bool = True) -> list[LinkRegion]:
+        """Linker RAM regions for the QEMU image: modelled board regions, contiguous ones merged (unless
+        `merge` is False: then each board region is its own linker region, so each arena pool is pinned
+        to the addresses of the region it was planned for)."""
         modelled = sorted((r for r in self.ram if r.qemu), key=lambda r: r.base)
         groups: list[list[MemoryRegion]] = []
         for r in modelled:
-            if groups and groups[-1][-1].end == r.base:
+            if merge and groups and groups[-1][-1].end == r.base:
                 groups[-1].append(r)
             else:
                 groups.append([r])

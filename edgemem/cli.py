@@ -83,6 +83,7 @@ def build(
     ram: Optional[int] = typer.Option(None, "--ram", help="Plan for this many bytes of RAM instead of the board's."),
     flash: Optional[int] = typer.Option(None, "--flash", help="Plan for this many bytes of flash instead of the board's."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
+    pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
 ) -> None:
@@ -91,7 +92,7 @@ def build(
     try:
         from . import pipeline
 
-        result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force))
+        result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region))
         res = pipeline.run(out_dir) if run_it else None
     except Exception as exc:  # noqa: BLE001 - every failure becomes one message
         _fail(exc)

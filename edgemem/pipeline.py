@@ -37,6 +37,7 @@ class BuildOptions:
     flash: int | None = None  # override the board's flash (bytes)
     overwrite: bool = False  # replace an existing output directory
     compile: bool = True  # run arm-none-eabi-gcc
+    pool_per_region: bool = False  # plan each board RAM region as its own pool (fast ones first)
 
 
 @dataclass
@@ -62,7 +63,16 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
 
 
 def _buffers(graph: OpGraph, schedule: Schedule, align: int) -> list[Buffer]:
-    return [Buffer(r.name, r.size, r.first, r.last, align) for r in live_ranges(graph, schedule.order)]
+    # Heat: how many kernels touch the tensor; the planner puts the hottest ones in fast pools.
+    return [
+        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)))
+        for r in live_ranges(graph, schedule.order)
+    ]
+
+
+# Room left in the default region for .data/.bss (runtime buffers, kernel constants) when planning
+# per-region pools; the linker's ASSERTs check the real figure.
+_STATIC_RESERVE = 1024
 
 
 def _ram_budget(board: Board) -> int:
@@ -71,18 +81,35 @@ def _ram_budget(board: Board) -> int:
     return region.length - board.stack_size
 
 
-def _plan(graph: OpGraph, schedule: Schedule, board: Board, model_name: str) -> tuple[list[Buffer], ArenaPlan]:
+def _pools(board: Board, per_region: bool) -> list[Pool]:
+    """One pool over the default (merged, contiguous) RAM, or one pool per board RAM region."""
+    if not per_region:
+        return [Pool("arena", 1 << 40)]  # unbounded: the bytes needed are reported, then compared
+    pools = []
+    for r in board.ram:
+        if not r.qemu:
+            continue  # the image also runs under QEMU, which does not have this region
+        reserve = board.stack_size + _STATIC_RESERVE if r is board.default_ram else 0
+        pools.append(Pool(r.name, r.size - reserve, r.speed))
+    return pools
+
+
+def _plan(graph: OpGraph, schedule: Schedule, board: Board, model_name: str, per_region: bool):
     buffers = _buffers(graph, schedule, board.arena_align)
+    pools = _pools(board, per_region)
+    try:
+        plan = plan_arena(buffers, pools)
+    except PlanError as e:
+        raise DoesNotFitError(f"{model_name} does not fit the RAM regions of board {board.name}: {e}") from e
     budget = _ram_budget(board)
-    plan = plan_arena(buffers, [Pool("arena", 1 << 40)])
-    if plan.total_bytes > budget:
+    if not per_region and plan.total_bytes > budget:
         raise DoesNotFitError(
             f"{model_name} needs an arena of {plan.total_bytes:,} bytes (lower bound {plan.lower_bound:,} B "
             f"for the {schedule.scheduler} operator order) but board {board.name} has {budget:,} bytes of RAM left "
             f"after its {board.stack_size:,}-byte stack ({board.ram_bytes:,} B in all). Use a board with more RAM, "
             "a smaller model, or --ram to plan for a larger budget."
         )
-    check_plan(buffers, plan, [Pool("arena", 1 << 40)])
+    check_plan(buffers, plan, pools)  # the independent checker runs on every plan
     return buffers, plan
 
 
@@ -147,7 +174,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     graph = read_graph(lower_to_kernels(model.relax_mod))
     _check_flash(graph, board, model.path.name)
     schedule = file_order(graph, board.arena_align)
-    buffers, plan = _plan(graph, schedule, board, model.path.name)
+    buffers, plan = _plan(graph, schedule, board, model.path.name, options.pool_per_region)
     kernels = compile_kernels(graph)
     pools = [PoolLayout(name, size) for name, size in plan.pool_sizes.items()]
     placements = {name: (p.pool, p.offset) for name, p in plan.placements.items()}
@@ -161,7 +188,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     def fill(project: Path) -> None:
         for name, text in sources.items():
             (project / name).write_text(text)
-        render_firmware_files(board, project)
+        render_firmware_files(board, project, split_regions=options.pool_per_region)
         if options.compile:
             result.sizes = _link(project, board, plan)
         result.info = build_info(result, model, stack_estimate=_stack_estimate(project, graph),

@@ -43,8 +43,8 @@ class FirmwareSizes:
         return self.stack_bytes + self.data_bytes + self.bss_bytes + self.arena_bytes
 
 
-def _linker_context(board: Board, stack_size: int) -> dict:
-    regions = board.link_regions()
+def _linker_context(board: Board, stack_size: int, split_regions: bool) -> dict:
+    regions = board.link_regions(merge=not split_regions)
     default_lr = next(r for r in regions if r.default)
     default_member = board.default_ram
     extra = []
@@ -74,7 +74,9 @@ def _linker_context(board: Board, stack_size: int) -> dict:
     }
 
 
-def render_firmware_files(board: Board, project_dir: str | Path, *, stack_size: int | None = None) -> list[Path]:
+def render_firmware_files(
+    board: Board, project_dir: str | Path, *, stack_size: int | None = None, split_regions: bool = False
+) -> list[Path]:
     """Write linker.ld and Makefile for `board` into project_dir and copy the runtime C (firmware/*.c, *.h).
 
     The model (model.h / model.c) is written by the caller. Returns the paths written."""
@@ -87,7 +89,7 @@ def render_firmware_files(board: Board, project_dir: str | Path, *, stack_size: 
         raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
     env = _env()
     written = []
-    linker = env.get_template("linker.ld.j2").render(**_linker_context(board, stack))
+    linker = env.get_template("linker.ld.j2").render(**_linker_context(board, stack, split_regions))
     (project / "linker.ld").write_text(linker)
     written.append(project / "linker.ld")
     makefile = env.get_template("Makefile.j2").render(
