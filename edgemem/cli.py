@@ -153,11 +153,13 @@ def boards() -> None:
     """List the boards edgemem knows, with their RAM, flash and QEMU stand-in."""
     from .board import list_boards, load_board
 
-    t = Table("board", "core", "RAM", "flash", "QEMU machine", "description")
+    t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "RAM regions")
     t.columns[0].no_wrap = True
     for name in list_boards():
         b = load_board(name)
-        t.add_row(name, b.core.cpu, f"{b.ram_bytes // 1024} KiB", f"{b.flash_bytes // 1024} KiB", b.qemu.machine, b.description)
+        regions = ", ".join(f"{r.name} {r.size // 1024}K{' fast' if r.speed == 'fast' else ''}" for r in b.ram)
+        t.add_row(name, b.core.cpu + ("F" if b.core.has_fpu else ""), f"{b.ram_bytes // 1024} KiB",
+                  f"{b.flash_bytes // 1024} KiB", b.qemu.machine, regions)  # fmt: skip
     out.print(t)
 
 

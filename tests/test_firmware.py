@@ -18,7 +18,7 @@ from edgemem.target.qemu import DeviceReport, parse_device_output, qemu_command,
 from edgemem.target.toolchain import FirmwareSizes, build_firmware, render_firmware_files
 
 FAKE_MODEL = Path(__file__).parent / "fake_model"
-BOARDS = ["stm32f746", "netduinoplus2", "mps2-an385"]
+BOARDS = list_boards()  # every shipped board builds and runs the fake model on its QEMU stand-in
 OUT_BYTES = 640
 SRAM_POOL = 4096
 
@@ -365,3 +365,20 @@ def test_qemu_command_line():
     assert "-icount" in cmd and cmd[cmd.index("-icount") + 1].startswith("shift=0")
     assert cmd[cmd.index("-semihosting-config") + 1] == "enable=on,target=native"
     assert cmd[-2:] == ["-kernel", "fw.elf"]
+
+
+# Datasheet figures (RAM usable for data, flash), typed from the vendors' datasheets, not from the TOML files.
+DATASHEET = {
+    "stm32f746": (320 * 1024, 1024 * 1024),  # STM32F746xx DS10916: 320 KB SRAM incl. 64 KB DTCM, 1 MB flash
+    "stm32f746g-disco": (320 * 1024 + 8 * 1024 * 1024, 1024 * 1024),  # + 64 Mbit (8 MB) SDRAM on the Discovery kit
+    "nucleo-f401re": (96 * 1024, 512 * 1024),  # STM32F401RE DS10086
+    "nucleo-h743zi": (992 * 1024, 2048 * 1024),  # STM32H743 DS12110: 128 KB DTCM + 864 KB user SRAM (ITCM and backup SRAM not counted)
+    "nrf52840dk": (256 * 1024, 1024 * 1024),  # nRF52840 PS v1.7
+    "netduinoplus2": (192 * 1024, 1024 * 1024),  # STM32F405RG DS8626: 192 KB SRAM incl. 64 KB CCM
+}
+
+
+@pytest.mark.parametrize("name", sorted(DATASHEET))
+def test_board_files_agree_with_datasheets(name):
+    board = load_board(name)
+    assert (board.ram_bytes, board.flash_bytes) == DATASHEET[name]
