@@ -31,3 +31,32 @@ def operator_floor_bytes(model) -> tuple[int, int]:
         total = sum(_nbytes(sg.Tensors(t)) for t in ids if not _is_constant(model, sg.Tensors(t)))
         best = max(best, (total, i))
     return best
+
+
+_VIEW_OPS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}  # same bytes, another shape: edgemem makes them views
+
+
+def file_order_live_ranges(model, op_names: list[str]) -> list[tuple[str, int, int, int]]:
+    """(tensor, bytes, first step, last step) of every activation in the file's operator order, with the
+    memory model of edgemem.schedule.liveness (views share their source's storage). Lets planners be
+    measured on models the lowering does not support yet."""
+    sg = model.Subgraphs(0)
+    n_ops = sg.OperatorsLength()
+    storage: dict[int, int] = {}
+    first: dict[int, int] = {int(t): 0 for t in sg.InputsAsNumpy()}
+    last: dict[int, int] = dict(first)
+    for i in range(n_ops):
+        op = sg.Operators(i)
+        ins = [int(t) for t in op.InputsAsNumpy() if t >= 0 and not _is_constant(model, sg.Tensors(int(t)))]
+        outs = [int(t) for t in op.OutputsAsNumpy() if t >= 0]
+        for t in ins:
+            root = storage.get(t, t)
+            last[root] = max(last.get(root, i), i)
+        for t in outs:
+            if op_names[i] in _VIEW_OPS and ins:
+                storage[t] = storage.get(ins[0], ins[0])
+            else:
+                first[t], last[t] = i, i
+    for t in sg.OutputsAsNumpy():
+        last[storage.get(int(t), int(t))] = max(n_ops - 1, 0)
+    return [(sg.Tensors(t).Name().decode(errors="replace"), _nbytes(sg.Tensors(t)), first[t], last[t]) for t in first]
