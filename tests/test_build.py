@@ -148,3 +148,18 @@ def test_other_cores_run_bit_exact(board, tmp_path):
     x = seeded_inputs(path, 1)
     res = pipeline.run(tmp_path / "p", x)
     np.testing.assert_array_equal(res["outputs"][0], tflm_outputs(path, x)[0])
+
+
+def test_two_pools_dtcm_and_sram1_run_bit_exact(tmp_path):
+    """--pool-per-region on stm32f746: VWW's 55,296 B do not fit DTCM next to the stack, so the tensors are
+    spread over DTCM and SRAM1, each pool linked at its region's addresses; outputs stay TFLM's."""
+    path = model_path("mlperf_vww_96_int8")
+    result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(pool_per_region=True))
+    assert set(result.plan.pool_sizes) == {"dtcm", "sram1"}
+    assert result.plan.pool_sizes["dtcm"] <= 64 * 1024 - 16 * 1024
+    x = seeded_inputs(path, 0)
+    res = pipeline.run(tmp_path / "p", x)
+    np.testing.assert_array_equal(res["outputs"][0], tflm_outputs(path, x)[0])
+    assert res["pool_high_water_bytes"] == result.plan.pool_sizes
+    ld = (tmp_path / "p" / "linker.ld").read_text()
+    assert "RAM_SRAM1 (rw) : ORIGIN = 0x20010000" in ld

@@ -15,7 +15,7 @@ from .exact import exact
 from .greedy import greedy_by_conflicts, greedy_by_size, greedy_by_size_stable
 from .hill_climb import hill_climb
 from .model import ArenaPlan, Buffer, Placement, PlanError, Pool, arena_end, lower_bound
-from .pools import assign_pools
+from .pools import assign_pools, offload_to_fast_pools
 
 __all__ = ["ALGORITHMS", "ArenaPlan", "Buffer", "Placement", "PlanError", "Pool", "check_plan", "lower_bound", "plan_arena"]
 
@@ -64,21 +64,22 @@ def plan_arena(buffers: list[Buffer], pools: list[Pool] | None = None, *, algori
     pools = pools or [Pool("arena", 1 << 62)]
     offsets, name, tried = _place(buffers, algorithms, time_limit)
     single = arena_end(buffers, offsets)
-    fits_first = sorted(pools, key=lambda p: p.speed != "fast")[0]
-    if single <= fits_first.capacity:
-        placements = {b.name: Placement(fits_first.name, offsets[b.name]) for b in buffers}
-        sizes = {fits_first.name: single} if buffers else {}
-    else:
+    by_speed = sorted(pools, key=lambda p: (p.speed != "fast", p.capacity))
+    home = next((p for p in by_speed if single <= p.capacity), None)
+    if home is None:  # no pool holds the whole arena: split it
         groups = assign_pools(buffers, pools)
-        placements, sizes = {}, {}
-        for pool in pools:
-            group = [b for b in buffers if groups[b.name] == pool.name]
-            if not group:
-                continue
-            offs, _, _ = _place(group, algorithms, time_limit / len(pools))
-            offs = offs if arena_end(group, offs) <= pool.capacity else _first_fit_in_order(group)
-            placements.update({b.name: Placement(pool.name, offs[b.name]) for b in group})
-            sizes[pool.name] = arena_end(group, offs)
+    else:  # one pool holds it; the fast pools then take the hottest buffers they can
+        groups = offload_to_fast_pools(buffers, {b.name: home.name for b in buffers}, pools)
+    placements, sizes = {}, {}
+    for pool in pools:
+        group = [b for b in buffers if groups[b.name] == pool.name]
+        if not group:
+            continue
+        offs = offsets if len(group) == len(buffers) else _place(group, algorithms, time_limit / len(pools))[0]
+        if arena_end(group, offs) > pool.capacity:
+            offs = _first_fit_in_order(group)
+        placements.update({b.name: Placement(pool.name, offs[b.name]) for b in group})
+        sizes[pool.name] = arena_end(group, offs)
     return ArenaPlan(placements, sizes, lower_bound(buffers), name, tried, time.perf_counter() - t0)
 
 
