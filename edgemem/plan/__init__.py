@@ -17,7 +17,7 @@ from .hill_climb import hill_climb
 from .model import ArenaPlan, Buffer, Placement, PlanError, Pool, arena_end, lower_bound
 from .pools import assign_pools, offload_to_fast_pools
 
-__all__ = ["ALGORITHMS", "ArenaPlan", "Buffer", "Placement", "PlanError", "Pool", "check_plan", "lower_bound", "plan_arena"]
+__all__ = ["ALGORITHMS", "EXACT_MAX_BUFFERS", "ArenaPlan", "Buffer", "Placement", "PlanError", "Pool", "check_plan", "lower_bound", "plan_arena"]
 
 EXACT_MAX_BUFFERS = 14  # beyond this the branch and bound rarely finishes; the heuristics are at the bound anyway
 
@@ -50,7 +50,9 @@ def _place(buffers: list[Buffer], algorithms: list[str], time_limit: float) -> t
             best, best_name = offsets, name
         if end <= bound:
             break
-    return best or {}, best_name, tried
+    if best is None:  # only algorithms that do not apply were asked for
+        best, best_name = greedy_by_size(buffers), "greedy_by_size"
+    return best, best_name, tried
 
 
 def plan_arena(buffers: list[Buffer], pools: list[Pool] | None = None, *, algorithms: list[str] | None = None,
