@@ -72,7 +72,7 @@ def _print_run(res: dict) -> None:
 
 
 def _json(obj: dict) -> None:
-    sys.stdout.write(json.dumps({k: v for k, v in obj.items() if k != "outputs"}, indent=2) + "\n")
+    sys.stdout.write(json.dumps({k: v for k, v in obj.items() if k != "output_arrays"}, indent=2) + "\n")
 
 
 @app.command()
@@ -98,7 +98,7 @@ def build(
         _fail(exc)
         return
     if as_json:
-        _json({**result.info, "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "outputs"}} if res else {})})
+        _json({**result.info, "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "output_arrays"}} if res else {})})
         return
     out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
     _print_build(result.info)
@@ -128,7 +128,7 @@ def run(
         if inputs is not None and len(inputs) != len(info["inputs"]):
             raise EdgememError(f"the model has {len(info['inputs'])} input(s) but {len(inputs)} --input file(s) were given.")
         res = pipeline.run(project, inputs, seed=seed)
-        for path, arr in zip(save_output, res["outputs"]):
+        for path, arr in zip(save_output, res["output_arrays"]):
             np.save(path, arr)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)

@@ -318,7 +318,7 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
         "instructions": report.instructions,
     }  # fmt: skip
     result.update(_compare(outputs, _reference_outputs(info["model"], inputs), info["outputs"]))
-    result["outputs"] = outputs
+    result["output_arrays"] = outputs  # numpy arrays: not part of the JSON report
     return result
 
 

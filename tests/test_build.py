@@ -52,7 +52,7 @@ def test_model_runs_on_stm32f746_like_tflm(name, tmp_path):
         inputs = seeded_inputs(path, seed)
         res = pipeline.run(tmp_path / "proj", inputs)
         reference = tflm_outputs(path, inputs)  # computed here, independently of pipeline.run
-        for out, ref, spec in zip(res["outputs"], reference, info["outputs"]):
+        for out, ref, spec in zip(res["output_arrays"], reference, info["outputs"]):
             assert out.shape == tuple(ref.shape)
             assert_matches_tflm(out, ref, spec["producer"])
         # The device measured exactly the arena the planner gave it.
@@ -136,7 +136,7 @@ def test_float_model_stays_float_and_matches_tflm(tmp_path):
     assert result.info["inputs"][0]["dtype"] == "float32" and result.plan.total_bytes == result.plan.lower_bound
     x = seeded_inputs(float_model, 3)
     res = pipeline.run(tmp_path / "p", x)
-    np.testing.assert_allclose(res["outputs"][0], tflm_outputs(float_model, x)[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(res["output_arrays"][0], tflm_outputs(float_model, x)[0], rtol=1e-5, atol=1e-6)
     assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
 
 
@@ -147,7 +147,7 @@ def test_other_cores_run_bit_exact(board, tmp_path):
     pipeline.build(path, board, tmp_path / "p")
     x = seeded_inputs(path, 1)
     res = pipeline.run(tmp_path / "p", x)
-    np.testing.assert_array_equal(res["outputs"][0], tflm_outputs(path, x)[0])
+    np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
 
 
 def test_two_pools_dtcm_and_sram1_run_bit_exact(tmp_path):
@@ -159,7 +159,7 @@ def test_two_pools_dtcm_and_sram1_run_bit_exact(tmp_path):
     assert result.plan.pool_sizes["dtcm"] <= 64 * 1024 - 16 * 1024
     x = seeded_inputs(path, 0)
     res = pipeline.run(tmp_path / "p", x)
-    np.testing.assert_array_equal(res["outputs"][0], tflm_outputs(path, x)[0])
+    np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
     assert res["pool_high_water_bytes"] == result.plan.pool_sizes
     ld = (tmp_path / "p" / "linker.ld").read_text()
     assert "RAM_SRAM1 (rw) : ORIGIN = 0x20010000" in ld
