@@ -102,6 +102,28 @@ def read_tflite(path: Path):
     return model
 
 
+def _normalize_quant_axis(wrapper) -> None:
+    """Some converters copy the weight's quantized_dimension (3 for depthwise) onto the 1-D
+    bias; TFLM ignores it there, Relax's dequantize rejects it. A rank-1 tensor has one axis."""
+    q = wrapper.qnn_params
+    if not q or wrapper.tensor is None or wrapper.tensor_idx < 0:
+        return
+    rank = wrapper.tensor.ShapeLength()
+    if rank == 1 and q["axis"] >= rank:
+        q["axis"] = 0
+
+
+def _softmax_beta(op) -> float:
+    from tflite.SoftmaxOptions import SoftmaxOptions
+
+    table = op.BuiltinOptions()
+    if table is None:
+        return 1.0
+    opts = SoftmaxOptions()
+    opts.Init(table.Bytes, table.Pos)
+    return float(opts.Beta())
+
+
 def _converter_class():
     """TVM's OperatorConverter, widened where TFLite semantics need it."""
     from tvm import relax
@@ -112,6 +134,19 @@ def _converter_class():
         _SUPPORTED_QUANTIZED_OPS = tf.OperatorConverter._SUPPORTED_QUANTIZED_OPS | {
             "PAD", "PADV2", "TRANSPOSE", "SQUEEZE", "STRIDED_SLICE",
         }
+
+        def get_tensors(self, tensors_idx_list):
+            wrappers = super().get_tensors(tensors_idx_list)
+            for t in wrappers:
+                _normalize_quant_axis(t)
+            return wrappers
+
+        def convert_softmax(self, op):
+            # The stock converter drops beta; refuse rather than run a different function.
+            beta = _softmax_beta(op)
+            if beta != 1.0:
+                raise UnsupportedModelError(f"SOFTMAX with beta={beta} is not supported yet (only beta=1).")
+            return super().convert_softmax(op)
 
         def convert_fully_connected(self, op):
             # TFLite flattens every input dimension but the last into the batch.
@@ -146,6 +181,8 @@ def import_tflite(path: Path) -> ImportedModel:
             raise UnsupportedModelError(f"input '{t.name}' has a dynamic shape {t.shape}; give a fixed shape (edgemem plans static arenas).")
     try:
         mod = from_tflite(model, op_converter=_converter_class())
+    except UnsupportedModelError as exc:
+        raise UnsupportedModelError(f"{Path(path).name}: {exc}") from exc
     except tvm.error.OpNotImplemented as exc:
         raise UnsupportedModelError(f"{Path(path).name}: {exc}. The model's operators are: {', '.join(sorted(set(op_names)))}. Replace the operator or file an issue for it.") from exc
     except Exception as exc:

@@ -2,8 +2,9 @@
 
 TFLM's reference kernels requantize an int32 accumulator with gemmlowp-style *double* rounding:
 ``RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x << left, multiplier), right)``.
-Reproducing it operation for operation is what makes our int8 outputs bit-exact; a float
-multiply, or single rounding (LiteRT's reference), differs on ties.
+Reproducing its results exactly (the TIR below uses an equivalent, branch-free form) is what
+makes our int8 outputs bit-exact; a float multiply, or single rounding (LiteRT's reference),
+differs on ties.
 """
 
 from __future__ import annotations
@@ -67,37 +68,58 @@ def quantize_round(value: float, scale: float, zero_point: int) -> int:
 
 
 # ---------------------------------------------------------------- TIR expressions
+#
+# Written without Select or division, each intermediate used at most twice: a TIR expression is a
+# tree, so the textbook form (x used three times per level) grew exponentially in nested
+# requantizations and te.create_prim_func's simplifier took minutes on ADD. (Let bindings would
+# share the values but trip TVM's NarrowDataType bound memo.) Shifts and adds in int64 are also
+# cheaper on Cortex-M than the int64 division of the textbook SaturatingRoundingDoublingHighMul.
 
 def _i32(v) -> tirx.PrimExpr:
     return tirx.const(v, "int32") if isinstance(v, int) else v
 
 
-def saturating_rounding_doubling_high_mul(a: tirx.PrimExpr, b: tirx.PrimExpr) -> tirx.PrimExpr:
-    """gemmlowp's SaturatingRoundingDoublingHighMul for int32 a, b (b > 0, so it never saturates)."""
-    ab = tirx.Cast("int64", a) * tirx.Cast("int64", b)
-    nudge = tirx.Select(ab >= tirx.const(0, "int64"), tirx.const(1 << 30, "int64"), tirx.const(1 - (1 << 30), "int64"))
-    # C division truncates toward zero; so does gemmlowp's, and so does truncdiv.
-    return tirx.Cast("int32", tirx.truncdiv(ab + nudge, tirx.const(1 << 31, "int64")))
+def _i64(v) -> tirx.PrimExpr:
+    return tirx.const(v, "int64") if isinstance(v, int) else tirx.Cast("int64", v)
 
 
-def rounding_divide_by_pot(x: tirx.PrimExpr, exponent: tirx.PrimExpr) -> tirx.PrimExpr:
-    """gemmlowp's RoundingDivideByPOT: arithmetic shift right, rounding half away from zero."""
-    one = tirx.const(1, "int32")
-    mask = (one << exponent) - one
-    remainder = tirx.bitwise_and(x, mask)
-    threshold = (mask >> one) + tirx.Select(x < tirx.const(0, "int32"), one, tirx.const(0, "int32"))
-    return (x >> exponent) + tirx.Select(remainder > threshold, one, tirx.const(0, "int32"))
+def saturating_rounding_doubling_high_mul(a: tirx.PrimExpr, b) -> tirx.PrimExpr:
+    """gemmlowp's SaturatingRoundingDoublingHighMul for int32 a and b >= 0, as an int64 value.
+
+    gemmlowp adds 2^30 (ab >= 0) or 1 - 2^30 (ab < 0) and truncates toward zero; for either sign
+    that equals floor((ab + 2^30) / 2^31), an arithmetic shift. It saturates only for
+    a = b = INT32_MIN, impossible with b >= 0."""
+    return (_i64(a) * _i64(b) + tirx.const(1 << 30, "int64")) >> tirx.const(31, "int64")
+
+
+def rounding_divide_by_pot(x: tirx.PrimExpr, exponent) -> tirx.PrimExpr:
+    """gemmlowp's RoundingDivideByPOT (x / 2^exponent, ties away from zero) of an int64 x that
+    fits in int32; exponent in [0, 31]. Returns int32.
+
+    With x = q * 2^e + r (0 <= r < 2^e), gemmlowp gives q + [r >= 2^(e-1) + (x < 0)], which is
+    floor((x + 2^(e-1) - (x < 0)) / 2^e) for e >= 1, and x for e = 0."""
+    if isinstance(exponent, int):
+        if exponent == 0:
+            return tirx.Cast("int32", x)
+        half, negative_fix = _i64(1 << (exponent - 1)), tirx.const(1, "int64")
+    else:
+        e = _i64(exponent)
+        half = (tirx.const(1, "int64") << e) >> tirx.const(1, "int64")
+        negative_fix = tirx.Min(e, tirx.const(1, "int64"))  # 0 when exponent == 0
+    sign = (x >> tirx.const(63, "int64")) & negative_fix  # 1 for x < 0 (and e >= 1), else 0
+    return tirx.Cast("int32", (x + half - sign) >> _i64(exponent))
 
 
 def multiply_by_quantized_multiplier(x: tirx.PrimExpr, multiplier, shift) -> tirx.PrimExpr:
     """TFLite's MultiplyByQuantizedMultiplier (double rounding) in TIR; multiplier/shift may be
     Python ints (per-tensor) or int32 expressions (per-channel loads)."""
-    multiplier, shift = _i32(multiplier), _i32(shift)
-    zero = tirx.const(0, "int32")
-    left = tirx.Max(shift, zero)
-    right = tirx.Max(zero - shift, zero)
-    # x * 2^left, written as a multiply because a left shift of a negative int is UB in C.
-    shifted = x * (tirx.const(1, "int32") << left)
+    if isinstance(shift, int):
+        left, right = max(shift, 0), max(-shift, 0)
+    else:
+        zero = tirx.const(0, "int32")
+        left, right = tirx.Max(shift, zero), tirx.Max(zero - shift, zero)
+    # x * 2^left in int32 as TFLM does, a multiply because a left shift of a negative int is UB in C.
+    shifted = x * (tirx.const(1, "int32") << _i32(left))
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
 
 

@@ -26,11 +26,18 @@ class Requant:
 
 
 def _scalar_accumulator(func: tirx.PrimFunc, reductions: list[str], epilogue: str = "out") -> tirx.PrimFunc:
-    """Move each reduction block under the innermost loop of its consumer: a 1-element accumulator."""
+    """Move each reduction block under the innermost loop of its consumer: a 1-element accumulator.
+
+    The init is then split out ahead of the reduction loops, so the C has a plain ``acc = 0``
+    instead of a first-iteration test (which gcc flags as maybe-uninitialized)."""
     sch = tvm.s_tir.Schedule(func)
     for name in reductions:
+        block = sch.get_sblock(name)
         consumer_loops = sch.get_loops(sch.get_sblock(epilogue))
-        sch.compute_at(sch.get_sblock(name), consumer_loops[-1])
+        sch.compute_at(block, consumer_loops[-1])
+        own_loops = sch.get_loops(block)[len(consumer_loops):]
+        if own_loops:
+            sch.decompose_reduction(block, own_loops[0])
     return sch.mod["main"]
 
 
@@ -200,35 +207,36 @@ def max_pool2d(x_shape, pool, stride, pad, out_shape, rq: Requant):
 
 
 def softmax(shape, in_scale, in_zp, beta, out_scale, out_zp):
-    """SOFTMAX over the last axis, int8 in and out, computed in float32.
+    """SOFTMAX over the last axis of an int8 tensor of any rank, computed in float32.
 
     TFLM uses gemmlowp fixed-point exp here; this float form stays within 1 LSB of it, which is
     what the acceptance allows for SOFTMAX.
     """
-    rows, depth = shape[0] if len(shape) == 2 else 1, shape[-1]
-    flat = (rows, depth) if len(shape) == 2 else (1, depth)
-    x = te.placeholder(flat, "int8", name="x")
+    shape = tuple(int(d) for d in shape)
+    lead, depth = shape[:-1], shape[-1]
+    x = te.placeholder(shape, "int8", name="x")
     rk = te.reduce_axis((0, depth), "rk")
-    mx = te.compute((flat[0],), lambda r: te.max(x[r, rk], axis=rk), name="mx")
+    mx = te.compute(lead, lambda *r: te.max(x[r + (rk,)], axis=rk), name="mx")
     rk2 = te.reduce_axis((0, depth), "rk2")
     scale = float(in_scale) * float(beta)
 
     def e(r, k):
-        d = (x[r, k].astype("int32") - mx[r].astype("int32")).astype("float32")
+        d = (x[r + (k,)].astype("int32") - mx[r].astype("int32")).astype("float32")
         return tirx.exp(d * tirx.const(scale, "float32"))
 
-    denom = te.compute((flat[0],), lambda r: te.sum(e(r, rk2), axis=rk2), name="denom")
+    denom = te.compute(lead, lambda *r: te.sum(e(r, rk2), axis=rk2), name="denom")
 
-    def out_fn(r, k):
+    def out_fn(*idx):
+        r, k = idx[:-1], idx[-1]
         p = e(r, k) / denom[r]
         q = tirx.round(p * tirx.const(1.0 / float(out_scale), "float32")).astype("int32") + out_zp
         return clamp_to_int8(q, -128, 127)
 
-    out = te.compute(flat, out_fn, name="out")
-    func = te.create_prim_func([x, out])
-    sch = tvm.s_tir.Schedule(func)
-    # Row statistics are scalars computed at their row.
-    row_loop = sch.get_loops(sch.get_sblock("out"))[0]
-    sch.compute_at(sch.get_sblock("denom"), row_loop)
-    sch.compute_at(sch.get_sblock("mx"), sch.get_loops(sch.get_sblock("denom"))[0])
+    out = te.compute(shape, out_fn, name="out")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([x, out]))
+    if lead:
+        # Row statistics are scalars computed at their row.
+        row_loop = sch.get_loops(sch.get_sblock("out"))[-2]
+        sch.compute_at(sch.get_sblock("denom"), row_loop)
+        sch.compute_at(sch.get_sblock("mx"), sch.get_loops(sch.get_sblock("denom"))[len(lead) - 1])
     return sch.mod["main"]

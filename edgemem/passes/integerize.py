@@ -79,6 +79,7 @@ class _Graph:
     def __init__(self, func):
         self.defs: dict = {}
         self.uses: dict = {}
+        self._consts: dict = {}
         for block in func.body.blocks:
             for b in block.bindings:
                 self.defs[b.var] = b.value
@@ -95,16 +96,28 @@ class _Graph:
     def value(self, expr):
         """Look through variable bindings inside the function (not through int8 activations)."""
         while isinstance(expr, relax.Var) and expr in self.defs:
-            inner = self.defs[expr]
-            if _op(inner) in ("quantize", "clip", "reshape") and _dtype(expr) == "int8" and _const_tree(self, inner) is None:
-                return expr  # an int8 activation: a kernel boundary
-            expr = inner
+            if _is_int8(expr) and self.const(expr) is None:
+                return expr  # an int8 activation (any producer): a kernel boundary
+            expr = self.defs[expr]
         return expr
+
+    def const(self, expr) -> np.ndarray | None:
+        """_const_tree, memoised per variable: weights are looked up by several islands."""
+        if not isinstance(expr, relax.Var):
+            return _const_tree(self, expr)
+        if expr not in self._consts:
+            self._consts[expr] = _const_tree(self, self.defs.get(expr, expr))
+        return self._consts[expr]
+
+
+def _is_int8(expr) -> bool:
+    return str(getattr(expr.ty, "dtype", "")) == "int8"
 
 
 def _const_tree(g: _Graph, expr) -> np.ndarray | None:
     """Evaluate a constant int8 expression (constants through reshape/permute_dims) in numpy."""
-    expr = g.defs.get(expr, expr) if isinstance(expr, relax.Var) else expr
+    if isinstance(expr, relax.Var):
+        return g.const(expr) if expr in g.defs else None
     value = _const_value(expr)
     if value is not None:
         return value
@@ -190,7 +203,8 @@ class _Integerizer:
     def _act(self, var) -> object:
         """The new var standing for an old int8 activation var."""
         if var not in self.env:
-            raise UnsupportedModelError(f"int8 tensor '{var.name}' is used before edgemem could produce it (unsupported graph structure).")
+            what = var.name if isinstance(var, relax.Var) else f"{_op(var)} expression"
+            raise UnsupportedModelError(f"int8 tensor '{what}' is used before edgemem could produce it (unsupported graph structure).")
         return self.env[var]
 
     # -- driver
@@ -282,8 +296,12 @@ class _Integerizer:
             return self._fully_connected(expr, bias, out_scale, out_shape, rq)
         if op == "nn.softmax":
             d = _dequant(self.g, expr.args[0])
+            if d is None or d.is_const or int(expr.attrs.axis) not in (-1, len(out_shape) - 1):
+                raise UnsupportedModelError(f"softmax before {var.name} is not over the last axis of an int8 tensor.")
             prim = int8_ops.softmax(_shape(d.source), d.scalar_scale, d.scalar_zp, 1.0, out_scale, out_zp)
             return self._call(self._name("softmax"), prim, [self._act(d.source)], out_shape, "SOFTMAX", 0)
+        if op is None and isinstance(expr, relax.Var) and _dtype(expr) == "float32":
+            raise UnsupportedModelError(f"QUANTIZE of the float tensor '{expr.name}' (a model with float inputs) is not supported yet; edgemem runs int8 models with int8 inputs and outputs.")
         raise UnsupportedModelError(f"edgemem does not know the int8 form of '{op}' (before Relax binding {var.name}).")
 
     def _conv(self, conv, bias, out_scale, out_shape, rq):
