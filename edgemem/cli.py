@@ -47,6 +47,7 @@ def _print_build(info: dict) -> None:
     for pool, size in info["arena_pools"].items():
         t.add_row(f"  pool {pool}", _kib(size))
     t.add_row("lower bound", _kib(info["lower_bound_bytes"]) + f"  ({info['scheduler']} order)")
+    t.add_row("operator orders tried", ", ".join(f"{k} {v:,} B" for k, v in info["schedulers_tried"].items()))
     t.add_row("stack", f"{_kib(info['stack_reserved_bytes'])} reserved, ~{info['stack_estimate_bytes']:,} B estimated")
     t.add_row("static RAM (.data+.bss)", _kib(info.get("static_ram_bytes")))
     t.add_row("total RAM", f"{_kib(info.get('total_ram_bytes'))} of {_kib(info['board_ram_bytes'])}")
@@ -84,6 +85,7 @@ def build(
     flash: Optional[int] = typer.Option(None, "--flash", help="Plan for this many bytes of flash instead of the board's."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
 ) -> None:
@@ -92,7 +94,8 @@ def build(
     try:
         from . import pipeline
 
-        result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region))
+        result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
+                                                                        schedule_seconds=schedule_time))
         res = pipeline.run(out_dir) if run_it else None
     except Exception as exc:  # noqa: BLE001 - every failure becomes one message
         _fail(exc)

@@ -24,7 +24,9 @@ from .frontend.tflite_import import ImportedModel, import_tflite, read_tflite
 from .ir.graph import OpGraph, read_graph
 from .passes.lower import lower_to_kernels
 from .plan import ArenaPlan, Buffer, Pool, PlanError, check_plan, plan_arena
-from .schedule import Schedule, file_order
+from .schedule import Schedule
+from .schedule.best import best_schedule
+from .schedule.dag import Dag
 from .schedule.liveness import live_ranges
 from .target.toolchain import FirmwareSizes, build_firmware, render_firmware_files
 
@@ -38,6 +40,7 @@ class BuildOptions:
     overwrite: bool = False  # replace an existing output directory
     compile: bool = True  # run arm-none-eabi-gcc
     pool_per_region: bool = False  # plan each board RAM region as its own pool (fast ones first)
+    schedule_seconds: float = 2.0  # time budget of the operator schedulers
 
 
 @dataclass
@@ -113,6 +116,13 @@ def _plan(graph: OpGraph, schedule: Schedule, board: Board, model_name: str, per
     return buffers, plan
 
 
+def _schedule(graph: OpGraph, board: Board, seconds: float) -> tuple[Schedule, dict]:
+    """The lowest-peak operator order the schedulers find within the time budget, and each one's peak."""
+    order, peak, report = best_schedule(Dag.from_graph(graph, board.arena_align), seconds)
+    tried = {name: r["peak"] for name, r in report.items() if isinstance(r, dict)}
+    return Schedule(order, peak, report["best"]), tried
+
+
 def _check_floor(model_path: Path, board: Board) -> None:
     """Fail before lowering when even the largest single operator cannot fit the board."""
     floor, op_index = operator_floor_bytes(read_tflite(model_path))
@@ -173,7 +183,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     model: ImportedModel = import_tflite(model_path)
     graph = read_graph(lower_to_kernels(model.relax_mod))
     _check_flash(graph, board, model.path.name)
-    schedule = file_order(graph, board.arena_align)
+    schedule, schedulers = _schedule(graph, board, options.schedule_seconds)
     buffers, plan = _plan(graph, schedule, board, model.path.name, options.pool_per_region)
     kernels = compile_kernels(graph)
     pools = [PoolLayout(name, size) for name, size in plan.pool_sizes.items()]
@@ -191,7 +201,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
         render_firmware_files(board, project, split_regions=options.pool_per_region)
         if options.compile:
             result.sizes = _link(project, board, plan)
-        result.info = build_info(result, model, stack_estimate=_stack_estimate(project, graph),
+        result.info = build_info(result, model, schedulers, stack_estimate=_stack_estimate(project, graph),
                                  seconds=time.perf_counter() - t0)  # fmt: skip
         (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")
 
@@ -227,7 +237,7 @@ def _tensor_json(info, graph: OpGraph, name: str) -> dict:
             "zero_point": info.zero_point, "bytes": t.nbytes, "producer": kind}  # fmt: skip
 
 
-def build_info(result: BuildResult, model: ImportedModel, *, stack_estimate: int, seconds: float) -> dict:
+def build_info(result: BuildResult, model: ImportedModel, schedulers: dict, *, stack_estimate: int, seconds: float) -> dict:
     """The machine-readable build report (`edgemem build --json`), also saved as BUILD_INFO."""
     board, plan, sizes, graph = result.board, result.plan, result.sizes, result.graph
     info = {
@@ -235,6 +245,7 @@ def build_info(result: BuildResult, model: ImportedModel, *, stack_estimate: int
         "board": board.name,
         "ops": len(graph.ops),
         "scheduler": result.schedule.scheduler,
+        "schedulers_tried": schedulers,  # peak bytes of each operator order tried
         "planner": plan.algorithm,
         "planners_tried": dict(plan.tried),
         "arena_bytes": plan.total_bytes,

@@ -1,0 +1,333 @@
+"""A light DAG of operators for scheduling, independent of TVM.
+
+Every op has one output of ``sizes[op]`` bytes (already aligned) and reads the outputs of
+``preds[op]``. Graph inputs are not ops: each is ``(bytes, consumer ops)``, live from step 0 until
+its last consumer. The memory model is exactly the one of ``liveness.py``: an op's output is
+allocated when the op runs and dies after its last consumer (graph outputs live to the end); at
+one step an op's inputs and output are live together.
+
+Schedulers work on op sets as Python int bitmasks; ``mem(S)`` (bytes live between steps once the
+ops in S have run) and ``step(S, M, op)`` are the incremental form of the same model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def aligned(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
+def bits(mask: int):
+    """The indices of the set bits of ``mask``, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class Dag:
+    """Ops 0..n-1. ``inputs_bytes[op]``: bytes of graph inputs read by that op alone;
+    ``shared_inputs``: graph inputs read by several ops (or by none) as ``(bytes, ops)``;
+    ``pinned``: bytes live at every step (a graph input that is also a graph output)."""
+
+    def __init__(self, sizes, preds, inputs_bytes=None, outputs=(), shared_inputs=(), pinned=0, names=None):
+        n = len(sizes)
+        self.n = n
+        self.sizes = [int(s) for s in sizes]
+        self.preds = [sorted(set(p)) for p in preds]
+        self.outputs = frozenset(outputs)
+        self.pinned = int(pinned)
+        self.names = list(names) if names is not None else [str(i) for i in range(n)]
+        ext = [(int(b), (op,)) for op, b in enumerate(inputs_bytes or [0] * n) if b]
+        ext += [(int(b), tuple(sorted(set(ops)))) for b, ops in shared_inputs]
+        self.ext = ext  # every graph input as (bytes, consumer ops)
+        self._index()
+
+    # -- derived tables -----------------------------------------------------------------------
+    def _index(self):
+        n = self.n
+        if len(self.preds) != n:
+            raise ValueError("preds must have one list per op")
+        self.succs = [[] for _ in range(n)]
+        for v, ps in enumerate(self.preds):
+            for p in ps:
+                if not 0 <= p < n or p == v:
+                    raise ValueError(f"op {v} has an invalid predecessor {p}")
+                self.succs[p].append(v)
+        self.pred_mask = [sum(1 << p for p in ps) for ps in self.preds]
+        self.succ_mask = [sum(1 << s for s in ss) for ss in self.succs]
+        self.out_mask = sum(1 << o for o in self.outputs)
+        # ops whose output outlives their step: graph outputs, or read by someone
+        self.keeps = [bool(self.succs[v]) or v in self.outputs for v in range(n)]
+        self.ext_mask = [sum(1 << o for o in ops) for _, ops in self.ext]
+        self.ext_of = [[] for _ in range(n)]  # op -> graph inputs it reads
+        for e, (_, ops) in enumerate(self.ext):
+            for o in ops:
+                self.ext_of[o].append(e)
+        self.idle = sum(b for b, ops in self.ext if not ops)  # unread inputs: live at step 0 only
+        # per op, what its step may free: (readers mask, bytes) of its inputs (graph outputs never free)
+        self.frees = [[(self.succ_mask[p], self.sizes[p]) for p in self.preds[v] if p not in self.outputs]
+                      + [(self.ext_mask[e], self.ext[e][0]) for e in self.ext_of[v]] for v in range(n)]  # fmt: skip
+        self.grows = [self.sizes[v] if self.keeps[v] else 0 for v in range(n)]
+        self.full = (1 << n) - 1
+        self.topo = self._topo()
+
+    def _topo(self) -> list[int]:
+        indeg = [len(p) for p in self.preds]
+        ready = [v for v in range(self.n) if not indeg[v]]
+        order = []
+        while ready:
+            v = ready.pop(0)
+            order.append(v)
+            for s in self.succs[v]:
+                indeg[s] -= 1
+                if not indeg[s]:
+                    ready.append(s)
+        if len(order) != self.n:
+            raise ValueError("the graph has a cycle")
+        return order
+
+    @property
+    def inputs_bytes(self) -> list[int]:
+        """Per op, the bytes of graph inputs it reads (shared inputs counted at each reader)."""
+        out = [0] * self.n
+        for b, ops in self.ext:
+            for o in ops:
+                out[o] += b
+        return out
+
+    def op_bound(self, v: int) -> int:
+        """Bytes live at v's step in any order: its output, its inputs (and pinned bytes)."""
+        return self.sizes[v] + sum(self.sizes[p] for p in self.preds[v]) + sum(self.ext[e][0] for e in self.ext_of[v]) + self.pinned
+
+    def lower_bound(self) -> int:
+        """No order has a lower peak (see ``bounds``)."""
+        return max([b[0] for b in self.bounds()] + [self.mem(0) + self.idle])
+
+    def bounds(self) -> list[tuple[int, int, int]]:
+        """Per op v, a lower bound on the bytes live at v's step in any order, as
+        ``(static, extra_mask, most)``: at v's step, besides v's inputs and output, every op u run
+        before v whose output is a graph output or is read by a descendant of v is live. The
+        ancestors of v are run before it in every order (``static`` counts them); ``extra_mask`` are
+        the other ops that count once they have run; ``most`` = static + all of extra_mask."""
+        if getattr(self, "_bounds", None) is None:
+            anc, desc = self.ancestors(), self.descendants()
+            out = []
+            for v in range(self.n):
+                d, skip = desc[v], self.pred_mask[v] | (1 << v) | desc[v]
+                live_at_v = sum(1 << u for u in range(self.n) if not skip >> u & 1 and (u in self.outputs or self.succ_mask[u] & d))
+                ext = sum(b for (b, _), m in zip(self.ext, self.ext_mask) if m & d and not m >> v & 1)
+                static = self.op_bound(v) + ext + self.size_of(live_at_v & anc[v])
+                extra = live_at_v & ~anc[v]
+                out.append((static, extra, static + self.size_of(extra)))
+            self._bounds = out
+        return self._bounds
+
+    def size_of(self, mask: int) -> int:
+        return sum(self.sizes[u] for u in bits(mask))
+
+    def pruner(self, ops_mask: int | None = None):
+        """``exceeds(done, budget)``: whether some op not in ``done`` (among ``ops_mask``) must
+        see at least ``budget`` bytes live at its step, whatever order follows."""
+        table = [(most, static, extra, v) for v, (static, extra, most) in enumerate(self.bounds())
+                 if ops_mask is None or ops_mask >> v & 1]  # fmt: skip
+        table.sort(reverse=True)
+        sizes = self.sizes
+
+        def exceeds(done: int, budget: int) -> bool:
+            for most, static, extra, v in table:
+                if most < budget:
+                    return False
+                if done >> v & 1:
+                    continue
+                if static >= budget:
+                    return True
+                total = static
+                for u in bits(done & extra):
+                    total += sizes[u]
+                if total >= budget:
+                    return True
+            return False
+
+        def value(done: int) -> int:  # the largest such bound, for ranking states
+            best = 0
+            for most, static, extra, v in table:
+                if most <= best:
+                    break
+                if not done >> v & 1:
+                    total = static
+                    for u in bits(done & extra):
+                        total += sizes[u]
+                    best = max(best, total)
+            return best
+
+        exceeds.value = value
+        return exceeds
+
+    # -- the memory model ---------------------------------------------------------------------
+    def is_order(self, order) -> bool:
+        """A permutation of the ops in which every op comes after its predecessors."""
+        if sorted(order) != list(range(self.n)):
+            return False
+        done = 0
+        for v in order:
+            if self.pred_mask[v] & ~done:
+                return False
+            done |= 1 << v
+        return True
+
+    def curve(self, order) -> list[int]:
+        """Bytes live at each step, computed from live ranges as liveness.py does."""
+        step = {v: s for s, v in enumerate(order)}
+        end = max(len(order) - 1, 0)
+        diff = [0] * (end + 2)
+
+        def live(size, first, last):
+            diff[first] += size
+            diff[last + 1] -= size
+
+        for v in order:
+            first = step[v]
+            last = end if v in self.outputs else max((step[s] for s in self.succs[v]), default=first)
+            live(self.sizes[v], first, last)
+        for b, ops in self.ext:
+            live(b, 0, max((step[o] for o in ops), default=0))
+        live(self.pinned, 0, end)
+        out, acc = [], 0
+        for s in range(end + 1):
+            acc += diff[s]
+            out.append(acc)
+        return out
+
+    def peak(self, order) -> int:
+        return max(self.curve(order))
+
+    def mem(self, done: int) -> int:
+        """Bytes live between steps once the ops in ``done`` have run (idle inputs excluded)."""
+        total = self.pinned
+        for v in bits(done):
+            if v in self.outputs or self.succ_mask[v] & ~done:
+                total += self.sizes[v]
+        for (b, _), m in zip(self.ext, self.ext_mask):
+            if m & ~done:
+                total += b
+        return total
+
+    def step(self, done: int, m: int, v: int) -> tuple[int, int]:
+        """Run v after ``done`` (live bytes ``m``): (bytes live during v's step, bytes live after)."""
+        now = done | (1 << v)
+        during = m + self.sizes[v] + (self.idle if not done else 0)
+        after = m + self.grows[v]
+        for readers, size in self.frees[v]:
+            if not readers & ~now:  # v is the last reader
+                after -= size
+        return during, after
+
+    def run(self, done: int, m: int, seq) -> tuple[int, int, int]:
+        """Run ``seq`` after ``done``: (peak of its steps, bytes live after, new done mask)."""
+        peak = 0
+        for v in seq:
+            during, m = self.step(done, m, v)
+            done |= 1 << v
+            peak = max(peak, during)
+        return peak, m, done
+
+    def ancestors(self) -> list[int]:
+        anc = [0] * self.n
+        for v in self.topo:
+            for p in self.preds[v]:
+                anc[v] |= anc[p] | (1 << p)
+        return anc
+
+    def descendants(self) -> list[int]:
+        desc = [0] * self.n
+        for v in reversed(self.topo):
+            for s in self.succs[v]:
+                desc[v] |= desc[s] | (1 << s)
+        return desc
+
+    # -- builders -----------------------------------------------------------------------------
+    @classmethod
+    def from_graph(cls, graph, align: int = 1) -> "Dag":
+        """From an OpGraph: views resolve to their storage, constants are left out (flash)."""
+        n = len(graph.ops)
+        sizes = [0] * n
+        preds = [[] for _ in range(n)]
+        outs = {graph.storage_of(o).name for o in graph.outputs}
+        shared, pinned, outputs = [], 0, set()
+        for t in graph.activations():
+            size = aligned(t.nbytes, align)
+            if t.producer is None:  # a graph input
+                if t.name in outs:
+                    pinned += size
+                else:
+                    shared.append((size, list(t.consumers)))
+                continue
+            sizes[t.producer] = size
+            if t.name in outs:
+                outputs.add(t.producer)
+            for c in t.consumers:
+                preds[c].append(t.producer)
+        return cls(sizes, preds, None, outputs, shared, pinned, [op.name for op in graph.ops])
+
+    @classmethod
+    def from_tflite(cls, path, align: int = 4, views=("RESHAPE", "SQUEEZE", "EXPAND_DIMS")) -> "Dag":
+        """Straight from a .tflite flatbuffer (no TVM): tensors with buffer data are constants,
+        ``views`` ops are aliases (as edgemem lowers them), an op with several outputs owns their sum."""
+        import tflite
+        from tflite.BuiltinOperator import BuiltinOperator
+
+        names = {v: k for k, v in BuiltinOperator.__dict__.items() if not k.startswith("_")}
+        model = tflite.Model.GetRootAsModel(Path(path).read_bytes(), 0)
+        sg = model.Subgraphs(0)
+
+        def is_const(t):
+            buf = model.Buffers(sg.Tensors(t).Buffer())
+            return buf is not None and buf.DataLength() > 0
+
+        def nbytes(t):
+            tensor = sg.Tensors(t)
+            item = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1}.get(tensor.Type(), 4)
+            count = 1
+            for d in tensor.ShapeAsNumpy():
+                count *= max(int(d), 1)
+            return count * item
+
+        root = {}  # tensor -> the tensor whose RAM it uses
+        producer = {}  # root tensor -> op index in the Dag
+        sizes, preds, kinds, readers = [], [], [], {}
+        for i in range(sg.OperatorsLength()):
+            op = sg.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            kind = names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
+            ins = [root.get(int(t), int(t)) for t in op.InputsAsNumpy() if t >= 0 and not is_const(int(t))]
+            outs = [int(t) for t in op.OutputsAsNumpy() if t >= 0]
+            if kind in views and len(ins) == 1 and len(outs) == 1:
+                root[outs[0]] = ins[0]
+                continue
+            v = len(sizes)
+            sizes.append(sum(aligned(nbytes(t), align) for t in outs))
+            preds.append(sorted({producer[t] for t in ins if t in producer}))
+            kinds.append(kind)
+            for t in outs:
+                producer[t] = v
+            for t in set(ins):
+                if t not in producer:
+                    readers.setdefault(t, []).append(v)
+        graph_outs = {root.get(int(t), int(t)) for t in sg.OutputsAsNumpy()}
+        outputs = {producer[t] for t in graph_outs if t in producer}
+        shared, pinned = [], 0
+        graph_ins = {int(t) for t in sg.InputsAsNumpy()} | set(readers)
+        for t in sorted(graph_ins):
+            if t in producer or is_const(t):
+                continue
+            if t in graph_outs:
+                pinned += aligned(nbytes(t), align)
+            else:
+                shared.append((aligned(nbytes(t), align), readers.get(t, [])))
+        return cls(sizes, preds, None, outputs, shared, pinned, kinds)
+
+    def __repr__(self) -> str:
+        return f"Dag({self.n} ops, {sum(self.sizes)} B of outputs, {len(self.ext)} inputs)"

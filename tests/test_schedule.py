@@ -1,0 +1,290 @@
+"""Operator schedulers: the Dag's memory model against liveness.py, exact against brute force,
+every scheduler's order valid with the peak it reports, hierarchical against exact and RPO."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgemem.ir.graph import Op, OpGraph, Tensor
+from edgemem.schedule import exact, hierarchical, rpo
+from edgemem.schedule import file_order
+from edgemem.schedule.best import best_schedule, schedule_graph
+from edgemem.schedule.dag import Dag
+from edgemem.schedule.exact import file_or_topo, segments
+from edgemem.schedule.liveness import peak_bytes
+from edgemem.schedule.random_graphs import FAMILIES, generate, suite
+
+MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+# models the TVM pipeline reads in about a second (others take minutes or are not supported yet)
+FAST_MODELS = ["mlperf_kws_dscnn_int8", "mlperf_sww_int8", "mlperf_ad_fc_autoencoder_int8", "tflm_micro_speech_int8", "tflm_hello_world_int8"]
+
+
+def model_path(name: str) -> Path:
+    path = MODELS / f"{name}.tflite"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
+    return path
+
+
+# -- random small Dags ------------------------------------------------------------------------
+
+
+@st.composite
+def small_dags(draw, max_ops: int = 8) -> Dag:
+    n = draw(st.integers(1, max_ops))
+    density = draw(st.sampled_from([0.2, 0.4, 0.7]))
+    rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
+    preds = [[p for p in range(v) if rnd.random() < density] for v in range(n)]
+    sizes = [rnd.choice([0, 4, 8, 12, 32, 64]) for _ in range(n)]
+    own = [rnd.choice([0, 0, 0, 16]) for _ in range(n)]
+    outputs = {v for v in range(n) if rnd.random() < 0.2}
+    shared = [(rnd.choice([4, 24]), [v for v in range(n) if rnd.random() < 0.4]) for _ in range(rnd.choice([0, 0, 1, 2]))]
+    return Dag(sizes, preds, own, outputs, shared, rnd.choice([0, 0, 8]))
+
+
+def topo_orders(dag: Dag):
+    """Every valid order (for brute force)."""
+    seq = []
+
+    def rec(done):
+        if len(seq) == dag.n:
+            yield list(seq)
+            return
+        for v in range(dag.n):
+            if not done >> v & 1 and not dag.pred_mask[v] & ~done:
+                seq.append(v)
+                yield from rec(done | (1 << v))
+                seq.pop()
+
+    yield from rec(0)
+
+
+def random_order(dag: Dag, rnd: random.Random) -> list[int]:
+    done, order = 0, []
+    while len(order) < dag.n:
+        v = rnd.choice([v for v in range(dag.n) if not done >> v & 1 and not dag.pred_mask[v] & ~done])
+        order.append(v)
+        done |= 1 << v
+    return order
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_dags())
+def test_exact_equals_brute_force(dag):
+    best = min(dag.peak(o) for o in topo_orders(dag))
+    order, peak, info = exact.schedule(dag)
+    assert info["optimal"]
+    assert dag.is_order(order) and dag.peak(order) == peak == best
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_dags(max_ops=12), st.integers(0, 1000))
+def test_incremental_model_equals_live_ranges(dag, seed):
+    order = random_order(dag, random.Random(seed))
+    assert dag.run(0, dag.mem(0), order)[0] == dag.peak(order)
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_dags(max_ops=12), st.integers(0, 1000))
+def test_lower_bound_holds(dag, seed):
+    assert dag.lower_bound() <= dag.peak(random_order(dag, random.Random(seed)))
+
+
+SCHEDULERS = {
+    "rpo": rpo.schedule,
+    "exact": exact.schedule,
+    "hierarchical": hierarchical.schedule,
+    "best": lambda d: best_schedule(d, time_budget=1.0),
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_dags(max_ops=14))
+def test_schedulers_return_valid_orders_with_their_peak(dag):
+    for name, fn in SCHEDULERS.items():
+        order, peak, _ = fn(dag)
+        assert dag.is_order(order), name
+        assert dag.peak(order) == peak, name
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_dags(max_ops=8))
+def test_hierarchical_equals_exact_on_small_dags(dag):
+    assert hierarchical.schedule(dag)[1] == exact.schedule(dag)[1]
+
+
+def test_segments_end_at_cuts():
+    dag = generate("randwire", 1, 64)
+    segs = segments(dag)
+    assert sorted(v for s in segs for v in s) == list(range(dag.n))
+    anc = dag.ancestors()
+    done = 0
+    for seg in segs:  # every op of a segment depends only on earlier segments and itself
+        mask = sum(1 << v for v in seg)
+        assert all(not anc[v] & ~(done | mask) for v in seg)
+        done |= mask
+
+
+def test_cells_are_single_exit_and_laminar():
+    for name, dag in suite(sizes=(40,), seeds=(0, 1)):
+        regions = hierarchical.cells(dag)
+        for c in regions:
+            leaving = [v for v in range(dag.n) if c >> v & 1 and (dag.succ_mask[v] & ~c or v in dag.outputs)]
+            assert len(leaving) == 1, name
+            for k in regions:
+                assert not c & k or c & k in (c, k), name
+
+
+# -- the Dag against liveness.py ---------------------------------------------------------------
+
+
+@st.composite
+def op_graphs(draw):
+    """OpGraphs as the reader builds them: inputs, kernel outputs, views, constants."""
+    rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
+    tensors, live = {}, []
+
+    def add(t):
+        tensors[t.name] = t
+        return t.name
+
+    inputs = [add(Tensor(f"in{i}", (rnd.randint(1, 40),), rnd.choice(["int8", "int32"]), "input", f"in{i}")) for i in range(rnd.randint(1, 2))]
+    live += inputs
+    ops = []
+    for k in range(draw(st.integers(1, 10))):
+        ins = rnd.sample(live, min(len(live), rnd.randint(1, 3)))
+        if rnd.random() < 0.5:
+            ins.append(add(Tensor(f"c{k}", (3,), "int8", "const", f"c{k}", value=np.zeros(3, np.int8))))
+        out = add(Tensor(f"t{k}", (rnd.randint(1, 50),), rnd.choice(["int8", "int16"]), "activation", f"t{k}", producer=k))
+        for name in ins:
+            _use(tensors, name, k)
+        ops.append(Op(f"k{k}", "OP", ins, out, None))
+        live.append(out)
+        if rnd.random() < 0.3:  # a reshape: a view sharing its source's storage
+            src = tensors[rnd.choice(live)]
+            if not src.is_const:
+                live.append(add(Tensor(f"v{k}", src.shape, src.dtype, "activation", src.storage, producer=src.producer)))
+    outputs = rnd.sample(live, rnd.randint(1, min(3, len(live))))
+    return OpGraph(ops, tensors, inputs, outputs)
+
+
+def _use(tensors, name, op):
+    t = tensors[name]
+    if op not in t.consumers:
+        t.consumers.append(op)
+    if t.storage != name:
+        _use(tensors, t.storage, op)
+
+
+@settings(max_examples=200, deadline=None)
+@given(op_graphs(), st.integers(0, 1000), st.sampled_from([1, 4, 8]))
+def test_dag_peak_equals_liveness_on_random_graphs(graph, seed, align):
+    dag = Dag.from_graph(graph, align)
+    for order in (list(range(dag.n)), random_order(dag, random.Random(seed))):
+        assert dag.peak(order) == peak_bytes(graph, order, align)
+    best = schedule_graph(graph, align, time_budget=1.0)
+    assert sorted(best.order) == list(range(len(graph.ops)))
+    assert peak_bytes(graph, best.order, align) == best.peak_bytes <= file_order(graph, align).peak_bytes
+
+
+@pytest.fixture(scope="module")
+def real_graphs():
+    from edgemem.frontend.tflite_import import import_tflite
+    from edgemem.ir.graph import read_graph
+    from edgemem.passes.lower import lower_to_kernels
+
+    graphs = {}
+    for name in FAST_MODELS:
+        path = MODELS / f"{name}.tflite"
+        if path.is_file():
+            graphs[name] = (path, read_graph(lower_to_kernels(import_tflite(path).relax_mod)))
+    if not graphs:
+        pytest.skip("no shared models here")
+    return graphs
+
+
+def test_dag_peak_equals_liveness_on_real_graphs(real_graphs):
+    rnd = random.Random(0)
+    for name, (path, graph) in real_graphs.items():
+        dag = Dag.from_graph(graph, 4)
+        for order in [list(range(dag.n))] + [random_order(dag, rnd) for _ in range(5)]:
+            assert dag.peak(order) == peak_bytes(graph, order, 4), name
+        order, peak, _ = exact.schedule(dag)
+        assert peak_bytes(graph, order, 4) == peak, name
+        best = schedule_graph(graph, 4)
+        assert peak_bytes(graph, best.order, 4) == best.peak_bytes <= file_order(graph, 4).peak_bytes, name
+        flat = Dag.from_tflite(path, align=4)  # the TVM-free path sees the same graph here
+        assert flat.n == dag.n and flat.peak(list(range(flat.n))) == dag.peak(list(range(dag.n))), name
+
+
+def test_kws_on_off_below_the_file_order():
+    dag = Dag.from_tflite(model_path("mltk_kws_on_off_v3"), align=4)
+    assert dag.peak(file_or_topo(dag)) == 21_560
+    for name, fn in SCHEDULERS.items():
+        order, peak, _ = fn(dag)
+        assert dag.is_order(order) and dag.peak(order) == peak, name
+        if name != "rpo":
+            assert peak <= 19_600, name
+
+
+def test_real_models_never_above_file_order():
+    paths = sorted(MODELS.glob("*.tflite"))
+    if not paths:
+        pytest.skip("no shared models here")
+    for path in paths:
+        dag = Dag.from_tflite(path, align=4)
+        order, peak, report = best_schedule(dag, time_budget=2.0)
+        assert dag.is_order(order) and dag.peak(order) == peak
+        assert peak <= report["file"]["peak"] and peak <= report["rpo"]["peak"], path.stem
+        assert dag.lower_bound() <= peak
+
+
+# -- generated graphs ------------------------------------------------------------------------
+
+
+def test_generators_are_seeded_and_sized():
+    for fam in FAMILIES:
+        for ops in (20, 40, 64, 120):
+            a, b = generate(fam, 3, ops), generate(fam, 3, ops)
+            assert (a.sizes, a.preds) == (b.sizes, b.preds)
+            assert 20 <= a.n <= 120 and a.is_order(a.topo)
+            assert all(s > 0 for s in a.sizes)
+    assert generate("unet", 1, 64).sizes != generate("unet", 2, 64).sizes
+
+
+GENERATED = [(n, d) for n, d in suite(sizes=(24, 40, 64), seeds=(0, 1, 2)) if not (n.startswith("rwstage") and d.n > 40)]
+
+
+@pytest.mark.parametrize("name,dag", GENERATED, ids=[n for n, _ in GENERATED])
+def test_hierarchical_equals_exact_and_never_above_rpo(name, dag):
+    h_order, h_peak, _ = hierarchical.schedule(dag)
+    assert dag.is_order(h_order) and dag.peak(h_order) == h_peak
+    assert h_peak <= rpo.schedule(dag)[1]
+    e_order, e_peak, info = exact.schedule(dag, time_limit=30)
+    assert dag.is_order(e_order) and dag.peak(e_order) == e_peak
+    if info["optimal"]:
+        assert h_peak == e_peak
+    else:
+        assert h_peak <= rpo.schedule(dag)[1]
+
+
+def test_exact_reports_a_limit():
+    dag = generate("rwstage", 0, 96)
+    order, peak, info = exact.schedule(dag, time_limit=0.3)
+    assert not info["optimal"]
+    assert dag.is_order(order) and dag.peak(order) == peak <= rpo.schedule(dag)[1]
+
+
+def test_best_schedule_reports_every_scheduler():
+    dag = generate("darts", 0, 40)
+    order, peak, report = best_schedule(dag, time_budget=3.0)
+    assert {"file", "rpo", "hierarchical", "exact"} <= set(report)
+    assert peak == min(report[k]["peak"] for k in ("file", "rpo", "hierarchical", "exact"))
+    assert report[report["best"]]["peak"] == peak
+    assert all(report[k]["seconds"] >= 0 for k in ("file", "rpo", "hierarchical", "exact"))
