@@ -1,35 +1,58 @@
-"""The independent checker of arena plans. It shares no code with the placement algorithms: it only
-reads the buffers, the pools and the plan, and tests every rule directly (O(n^2), on purpose simple)."""
+"""The independent checker of arena plans.
+
+It shares no code with the placement algorithms (no first fit, no conflict lists, not even the
+padding helper): it reads the buffers, the pools and the plan and tests every rule directly, pair by
+pair (O(n^2), simple on purpose). Rules: every buffer has exactly one placement and nothing else is
+placed; each offset is a non-negative multiple of the buffer's alignment; each buffer (rounded up to
+its alignment) ends within the size the plan gives its pool, and that size within the pool's capacity;
+no two buffers whose [first, last] steps intersect share a byte in the same pool.
+"""
 
 from __future__ import annotations
+
+import numbers
 
 from .model import ArenaPlan, Buffer, PlanError, Pool
 
 
 def check_plan(buffers: list[Buffer], plan: ArenaPlan, pools: list[Pool] | None = None) -> None:
-    """Raise PlanError unless every buffer is placed, aligned, inside its pool, and no two buffers live at
-    the same step overlap in the same pool."""
+    """Return None if ``plan`` is a valid placement of ``buffers`` (into ``pools`` if given), else raise
+    PlanError naming the first broken rule."""
     capacity = {p.name: p.capacity for p in pools} if pools else None
+    names = {b.name for b in buffers}
+    extra = sorted(set(plan.placements) - names)
+    if extra:
+        raise PlanError(f"arena plan check: placements for unknown buffers {extra}.")
+    for pool, used in plan.pool_sizes.items():
+        if used < 0:
+            raise PlanError(f"arena plan check: pool '{pool}' has a negative size {used}.")
+        if capacity is not None and pool not in capacity:
+            raise PlanError(f"arena plan check: pool '{pool}' is not one of the pools {sorted(capacity)}.")
+        if capacity is not None and used > capacity[pool]:
+            raise PlanError(f"arena plan check: pool '{pool}' uses {used:,} bytes, more than its capacity "
+                            f"{capacity[pool]:,}.")  # fmt: skip
     for b in buffers:
         if b.name not in plan.placements:
             raise PlanError(f"arena plan check: buffer '{b.name}' has no placement.")
         p = plan.placements[b.name]
-        if p.offset < 0 or p.offset % b.align:
-            raise PlanError(f"arena plan check: buffer '{b.name}' at offset {p.offset} is not {b.align}-byte aligned.")
-        size = -(-b.size // b.align) * b.align
+        if not isinstance(p.offset, numbers.Integral) or p.offset < 0 or p.offset % b.align != 0:
+            raise PlanError(f"arena plan check: buffer '{b.name}' at offset {p.offset} is not a "
+                            f"non-negative multiple of its {b.align}-byte alignment (not aligned).")  # fmt: skip
+        rounded = b.size + (-b.size) % b.align
         used = plan.pool_sizes.get(p.pool)
-        if used is None or p.offset + size > used:
-            raise PlanError(f"arena plan check: buffer '{b.name}' ends at {p.offset + size}, beyond pool "
-                            f"'{p.pool}' of {used} bytes.")  # fmt: skip
-        if capacity is not None and (p.pool not in capacity or used > capacity[p.pool]):
-            raise PlanError(f"arena plan check: pool '{p.pool}' uses {used} bytes, more than its capacity "
-                            f"{capacity.get(p.pool)}.")  # fmt: skip
+        if used is None:
+            raise PlanError(f"arena plan check: buffer '{b.name}' is in pool '{p.pool}', which the plan gives no size.")
+        if p.offset + rounded > used:
+            raise PlanError(f"arena plan check: buffer '{b.name}' ends at {p.offset + rounded:,}, beyond pool "
+                            f"'{p.pool}' of {used:,} bytes.")  # fmt: skip
     for i, a in enumerate(buffers):
         pa = plan.placements[a.name]
         for b in buffers[i + 1 :]:
             pb = plan.placements[b.name]
-            same_time = a.first <= b.last and b.first <= a.last
-            same_bytes = pa.pool == pb.pool and pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size
-            if same_time and same_bytes:
-                raise PlanError(f"arena plan check: '{a.name}' and '{b.name}' are live together and overlap in "
-                                f"pool '{pa.pool}' ({pa.offset}+{a.size} vs {pb.offset}+{b.size}).")  # fmt: skip
+            live_together = not (a.last < b.first or b.last < a.first)
+            share_bytes = pa.pool == pb.pool and pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size
+            if live_together and share_bytes:
+                raise PlanError(f"arena plan check: '{a.name}' (steps {a.first}-{a.last}, bytes {pa.offset}-"
+                                f"{pa.offset + a.size - 1}) and '{b.name}' (steps {b.first}-{b.last}, bytes "
+                                f"{pb.offset}-{pb.offset + b.size - 1}) are live together and overlap in pool "
+                                f"'{pa.pool}'.")  # fmt: skip

@@ -1,7 +1,13 @@
-"""What the planner takes and returns: buffers with lifetimes, pools with capacities, placements."""
+"""What the planner takes and returns: buffers with lifetimes, pools with capacities, placements.
+
+Also the lower bound every placement algorithm is measured against: at each schedule step the live
+buffers need disjoint bytes, so no placement of whole buffers is smaller than the largest sum of the
+(alignment-padded) sizes live at one step.
+"""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 from ..errors import EdgememError
@@ -13,20 +19,39 @@ class PlanError(EdgememError):
     exit_code = 5
 
 
+def padded_size(size: int, align: int) -> int:
+    """``size`` rounded up to a multiple of ``align``."""
+    return -(-size // align) * align
+
+
 @dataclass(frozen=True)
 class Buffer:
     """One tensor's storage need: ``size`` bytes live from step ``first`` to ``last`` (inclusive)."""
 
     name: str
-    size: int
-    first: int
-    last: int
-    align: int = 16
+    size: int  # bytes, > 0
+    first: int  # first schedule step it is live (inclusive)
+    last: int  # last schedule step it is live (inclusive)
+    align: int = 16  # offset alignment, a power of two
     heat: float = 0.0  # accesses per inference; hotter buffers go to faster pools
+
+    def __post_init__(self) -> None:
+        for what in ("size", "first", "last", "align"):  # ints, numpy ints included
+            try:
+                operator.index(getattr(self, what))
+            except TypeError:
+                value = getattr(self, what)
+                raise ValueError(f"buffer '{self.name}': {what} must be an integer, got {value!r}") from None
+        if self.size <= 0:
+            raise ValueError(f"buffer '{self.name}': size must be positive, got {self.size}")
+        if self.first > self.last:
+            raise ValueError(f"buffer '{self.name}': first step {self.first} is after last step {self.last}")
+        if self.align <= 0 or self.align & (self.align - 1):
+            raise ValueError(f"buffer '{self.name}': align must be a power of two, got {self.align}")
 
     @property
     def padded(self) -> int:
-        return -(-self.size // self.align) * self.align
+        return padded_size(self.size, self.align)
 
     def overlaps_in_time(self, other: "Buffer") -> bool:
         return self.first <= other.last and other.first <= self.last
@@ -34,8 +59,10 @@ class Buffer:
 
 @dataclass(frozen=True)
 class Pool:
-    name: str
-    capacity: int
+    """One memory region the arena may use."""
+
+    name: str  # e.g. "dtcm", "sram1"
+    capacity: int  # bytes available for the arena in this pool
     speed: str = "normal"  # "fast" pools are filled first
 
 
@@ -47,11 +74,11 @@ class Placement:
 
 @dataclass
 class ArenaPlan:
-    placements: dict[str, Placement]
-    pool_sizes: dict[str, int]  # bytes used per pool (only pools that hold a buffer)
-    lower_bound: int
-    algorithm: str
-    tried: dict[str, int] = field(default_factory=dict)  # algorithm -> single-pool arena it reached
+    placements: dict[str, Placement]  # buffer name -> pool and byte offset
+    pool_sizes: dict[str, int]  # bytes used per pool (aligned end of its highest buffer); only pools used
+    lower_bound: int  # max over steps of the padded bytes live at that step (single-pool view)
+    algorithm: str  # the placement algorithm whose single-pool result was taken
+    tried: dict[str, int] = field(default_factory=dict)  # algorithm -> single-pool arena bytes it reached
     seconds: float = 0.0
 
     @property
@@ -73,4 +100,5 @@ def lower_bound(buffers: list[Buffer]) -> int:
 
 
 def arena_end(buffers: list[Buffer], offsets: dict[str, int]) -> int:
+    """Bytes a placement uses: the padded end of its highest buffer (0 for no buffers)."""
     return max((offsets[b.name] + b.padded for b in buffers), default=0)
