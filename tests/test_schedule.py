@@ -22,7 +22,10 @@ from edgemem.schedule.random_graphs import FAMILIES, generate, suite
 
 MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
 # models the TVM pipeline reads in about a second (others take minutes or are not supported yet)
-FAST_MODELS = ["mlperf_kws_dscnn_int8", "mlperf_sww_int8", "mlperf_ad_fc_autoencoder_int8", "tflm_micro_speech_int8", "tflm_hello_world_int8"]
+FAST_MODELS = [
+    "mlperf_kws_dscnn_int8", "mlperf_vww_96_int8", "mlperf_sww_int8", "mlperf_ad_fc_autoencoder_int8",
+    "tflm_micro_speech_int8", "tflm_hello_world_int8",
+]  # fmt: skip
 
 
 def model_path(name: str) -> Path:

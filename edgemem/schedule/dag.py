@@ -16,6 +16,7 @@ from pathlib import Path
 
 
 def aligned(n: int, align: int) -> int:
+    """``n`` rounded up to a multiple of ``align`` (as liveness.py rounds tensor sizes)."""
     return -(-n // align) * align
 
 
@@ -58,7 +59,6 @@ class Dag:
                 self.succs[p].append(v)
         self.pred_mask = [sum(1 << p for p in ps) for ps in self.preds]
         self.succ_mask = [sum(1 << s for s in ss) for ss in self.succs]
-        self.out_mask = sum(1 << o for o in self.outputs)
         # ops whose output outlives their step: graph outputs, or read by someone
         self.keeps = [bool(self.succs[v]) or v in self.outputs for v in range(n)]
         self.ext_mask = [sum(1 << o for o in ops) for _, ops in self.ext]
@@ -73,8 +73,10 @@ class Dag:
         self.grows = [self.sizes[v] if self.keeps[v] else 0 for v in range(n)]
         self.full = (1 << n) - 1
         self.topo = self._topo()
+        self._bounds = None
 
     def _topo(self) -> list[int]:
+        """A topological order (Kahn, first ready first); raises on a cycle."""
         indeg = [len(p) for p in self.preds]
         ready = [v for v in range(self.n) if not indeg[v]]
         order = []
@@ -112,7 +114,7 @@ class Dag:
         before v whose output is a graph output or is read by a descendant of v is live. The
         ancestors of v are run before it in every order (``static`` counts them); ``extra_mask`` are
         the other ops that count once they have run; ``most`` = static + all of extra_mask."""
-        if getattr(self, "_bounds", None) is None:
+        if self._bounds is None:
             anc, desc = self.ancestors(), self.descendants()
             out = []
             for v in range(self.n):
@@ -126,6 +128,7 @@ class Dag:
         return self._bounds
 
     def size_of(self, mask: int) -> int:
+        """Bytes of the outputs of the ops in ``mask``."""
         return sum(self.sizes[u] for u in bits(mask))
 
     def pruner(self, ops_mask: int | None = None):

@@ -354,7 +354,10 @@ def _rounds(sched: _Scheduler, root: Block, done: int, m: int, incumbent: list[i
 
 def schedule(dag: Dag, time_limit: float | None = 30.0, max_states: int | None = None, patience: int = 0, beam: int | None = 1024):
     """(order, peak, info). Split at single-node cuts like the exact scheduler; each segment
-    starts from the better of the file order and RPO, so the result is never above either."""
+    starts from the better of the file order and RPO, so the result is never above either.
+    ``beam``: states kept per search layer (None: exhaustive, exact within the hierarchy);
+    ``patience``: fruitless searches tolerated, each after dissolving one more level everywhere;
+    on ``time_limit`` or ``max_states`` it returns the best so far (``info["complete"]`` False)."""
     start = time.perf_counter()
     limits = Limits(time_limit, max_states)
     sched = _Scheduler(dag, limits, beam)

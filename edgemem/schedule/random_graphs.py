@@ -16,6 +16,8 @@ from .dag import Dag, aligned
 
 
 class _Builder:
+    """Ops appended in a topological order (so the index order is a valid "file order")."""
+
     def __init__(self, input_bytes: int):
         self.sizes, self.preds, self.names = [], [], []
         self.input_bytes = input_bytes
@@ -94,7 +96,7 @@ def rwstage(seed: int, ops: int = 40) -> Dag:
 
 def darts(seed: int, ops: int = 40) -> Dag:
     """DARTS/NASNet-like cells: each cell reads the two previous cells (so no single op cuts the
-    graph), preprocesses both, builds 4 nodes as the sum of two ops on earlier nodes, and
+    graph), preprocesses both, builds up to 4 nodes as the sum of two ops on earlier nodes, and
     concatenates them; every third cell is a reduction (H, W halved, C doubled)."""
     rng = random.Random(seed)
     hw, ch = 16, 8
@@ -102,48 +104,66 @@ def darts(seed: int, ops: int = 40) -> Dag:
     stem = b.op("stem", hw * hw * ch * 2)
     b.first.append(stem)
     prev2, prev1, cell = stem, stem, 0
-    while len(b.sizes) + 16 <= ops or cell < 2:  # a cell is 15 ops, the head 1
+    for nodes in _cell_plan(ops - 2):
         reduce = cell % 3 == 2
         out_hw = max(hw // 2, 2) if reduce else hw
         out_ch = ch * 2 if reduce else ch
         act = out_hw * out_hw * out_ch
         states = [b.op(f"c{cell}pre0", act, [prev2]), b.op(f"c{cell}pre1", act, [prev1])]
-        for node in range(4):
+        for node in range(nodes):
             branches = []
             for k, src in enumerate(rng.sample(range(len(states)), 2)):
                 width = rng.choice([1, 1, 1, 2, 4])  # a sep-conv's inner expansion or a plain op
                 branches.append(b.op(f"c{cell}n{node}op{k}", act * width // 2 + act // 2, [states[src]]))
             states.append(b.op(f"c{cell}n{node}add", act, branches))
-        prev2, prev1 = prev1, b.op(f"c{cell}cat", act * 4, states[2:])
+        prev2, prev1 = prev1, b.op(f"c{cell}cat", act * nodes, states[2:])
         hw, ch, cell = out_hw, out_ch, cell + 1
     last = b.op("head", 10 * 4, [prev1])
     return b.dag([last])
 
 
+def _cell_plan(room: int) -> list[int]:
+    """Node counts (1..4) of cells of 3k + 3 ops filling ``room`` ops: the largest k that leaves
+    either nothing usable (< 3) or room for another cell (>= 6)."""
+    plan = []
+    while room >= 6:
+        k = next(k for k in range(min(4, room // 3 - 1), 0, -1) if not 3 <= room - 3 * k - 3 < 6 or k == 1)
+        plan.append(k)
+        room -= 3 * k + 3
+    return plan
+
+
 def unet(seed: int, ops: int = 40) -> Dag:
     """UNet++-like: node X[i][j] (level i, column j) convolves the concat of some earlier nodes of
-    its level (always X[i][j-1]) and the upsampled X[i+1][j-1]; X[i][0] is the encoder. Long
-    skips keep tensors live across the whole middle; columns can run in many orders."""
+    its level (always X[i][j-1]) and the upsampled X[i+1][j-1]; X[i][0] is the encoder; ops left
+    over become second convs on random nodes. Long skips keep tensors live across the middle;
+    columns can run in many orders."""
     rng = random.Random(seed)
     count = lambda d: (d + 1) + 3 * d * (d + 1) // 2 + 1  # noqa: E731  (encoder, up+cat+conv per node, head)
     depth = 3
     while depth < 7 and count(depth + 1) <= ops:
         depth += 1
+    cells = [(i, j) for j in range(depth + 1) for i in range(depth + 1 - j)]
+    twice = set(rng.sample(cells, min(len(cells), max(ops - count(depth), 0))))
     hw, ch = 32, 4
     b = _Builder(hw * hw * 1)
     size = [hw * hw * ch >> i for i in range(depth + 1)]  # H/2 and C*2 per level: half the bytes
+
+    def conv(i, j, preds):
+        node = b.op(f"x{i}{j}", size[i] * rng.choice([1, 1, 2]), preds)
+        return b.op(f"x{i}{j}b", size[i], [node]) if (i, j) in twice else node
+
     x = {}
     for i in range(depth + 1):
-        preds = [x[i - 1, 0]] if i else []
-        x[i, 0] = b.op(f"x{i}0", size[i] * rng.choice([1, 2]), preds)
+        x[i, 0] = conv(i, 0, [x[i - 1, 0]] if i else [])
         if not i:
-            b.first.append(x[i, 0])
+            b.first.append(0)
     for j in range(1, depth + 1):
         for i in range(depth + 1 - j):
             up = b.op(f"up{i}{j}", size[i], [x[i + 1, j - 1]])
             same = [x[i, k] for k in range(j - 1) if rng.random() < 0.5] + [x[i, j - 1]]
             cat = b.op(f"cat{i}{j}", size[i] * (len(same) + 1), same + [up])
-            x[i, j] = b.op(f"x{i}{j}", size[i] * rng.choice([1, 1, 2]), [cat])
+            x[i, j] = conv(i, j, [cat])
     last = b.op("head", size[0] // 2, [x[0, depth]])
     return b.dag([last])
 
@@ -188,6 +208,7 @@ FAMILIES = {"randwire": randwire, "rwstage": rwstage, "darts": darts, "unet": un
 
 
 def generate(family: str, seed: int, ops: int = 40) -> Dag:
+    """A graph of the family with about ``ops`` ops (20..120), the same for the same seed."""
     return FAMILIES[family](seed, ops)
 
 
