@@ -18,15 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgemem.frontend.footprint import file_order_live_ranges  # noqa: E402
-from edgemem.frontend.tflite_import import _op_name, read_tflite  # noqa: E402
+from edgemem.frontend.tflite_import import read_tflite  # noqa: E402
 from edgemem.plan import ALGORITHMS, EXACT_MAX_BUFFERS, Buffer, check_plan, plan_arena  # noqa: E402
 
 
 def buffers_of(path: Path, align: int) -> list[Buffer]:
-    model = read_tflite(path)
-    sg = model.Subgraphs(0)
-    names = [_op_name(model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
-    return [Buffer(n, max(size, 1), a, b, align) for n, size, a, b in file_order_live_ranges(model, names)]
+    return [Buffer(n, max(size, 1), a, b, align) for n, size, a, b in file_order_live_ranges(read_tflite(path))]
 
 
 def tflm(path: Path) -> tuple[str, str]:

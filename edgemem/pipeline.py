@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .board import Board, load_board
 from .codegen.model_c import PoolLayout, compile_kernels, render_model
-from .errors import DoesNotFitError, ToolchainError
+from .errors import DoesNotFitError, EdgememError, ToolchainError
 from .frontend.footprint import operator_floor_bytes
 from .frontend.tflite_import import ImportedModel, import_tflite, read_tflite
 from .ir.graph import OpGraph, read_graph
@@ -208,8 +208,6 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     try:
         _write_atomically(Path(out_dir), options.overwrite, fill)
     except FileExistsError:
-        from .errors import EdgememError
-
         raise EdgememError(
             f"output directory '{out_dir}' already exists; edgemem does not overwrite it silently. "
             "Pass --force to replace it, or choose another directory with -o."
@@ -278,8 +276,6 @@ def build_info(result: BuildResult, model: ImportedModel, schedulers: dict, *, s
 def load_build_info(out_dir: str | Path) -> dict:
     path = Path(out_dir) / BUILD_INFO
     if not path.is_file():
-        from .errors import EdgememError
-
         raise EdgememError(f"'{out_dir}' is not an edgemem build (no {BUILD_INFO}); run `edgemem build` first.")
     return json.loads(path.read_text())
 
@@ -335,8 +331,6 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
 
 def _checked_input(x, spec: dict, index: int):
     import numpy as np
-
-    from .errors import EdgememError
 
     if tuple(x.shape) != tuple(spec["shape"]) or x.dtype != np.dtype(spec["dtype"]):
         raise EdgememError(

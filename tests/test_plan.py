@@ -261,15 +261,12 @@ def test_cnn_chain_hits_the_bound():
 
 def _model_buffers(name: str) -> list[Buffer]:
     from edgemem.frontend.footprint import file_order_live_ranges
-    from edgemem.frontend.tflite_import import _op_name, read_tflite
+    from edgemem.frontend.tflite_import import read_tflite
 
     path = MODELS / f"{name}.tflite"
     if not path.is_file():
         pytest.skip(f"{path} is not here")
-    model = read_tflite(path)
-    sg = model.Subgraphs(0)
-    names = [_op_name(model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
-    return [Buffer(n, s, a, b, 4) for n, s, a, b in file_order_live_ranges(model, names)]
+    return [Buffer(n, s, a, b, 4) for n, s, a, b in file_order_live_ranges(read_tflite(path))]
 
 
 @pytest.mark.parametrize(

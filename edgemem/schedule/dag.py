@@ -279,32 +279,25 @@ class Dag:
     def from_tflite(cls, path, align: int = 4, views=("RESHAPE", "SQUEEZE", "EXPAND_DIMS")) -> "Dag":
         """Straight from a .tflite flatbuffer (no TVM): tensors with buffer data are constants,
         ``views`` ops are aliases (as edgemem lowers them), an op with several outputs owns their sum."""
-        import tflite
-        from tflite.BuiltinOperator import BuiltinOperator
+        from ..frontend.footprint import is_constant, op_names, tensor_bytes
+        from ..frontend.tflite_import import read_tflite
 
-        names = {v: k for k, v in BuiltinOperator.__dict__.items() if not k.startswith("_")}
-        model = tflite.Model.GetRootAsModel(Path(path).read_bytes(), 0)
+        model = read_tflite(Path(path))
         sg = model.Subgraphs(0)
+        names = op_names(model)
 
         def is_const(t):
-            buf = model.Buffers(sg.Tensors(t).Buffer())
-            return buf is not None and buf.DataLength() > 0
+            return is_constant(model, sg.Tensors(t))
 
         def nbytes(t):
-            tensor = sg.Tensors(t)
-            item = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1}.get(tensor.Type(), 4)
-            count = 1
-            for d in tensor.ShapeAsNumpy():
-                count *= max(int(d), 1)
-            return count * item
+            return tensor_bytes(sg.Tensors(t))
 
         root = {}  # tensor -> the tensor whose RAM it uses
         producer = {}  # root tensor -> op index in the Dag
         sizes, preds, kinds, readers = [], [], [], {}
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
-            code = model.OperatorCodes(op.OpcodeIndex())
-            kind = names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
+            kind = names[i]
             ins = [root.get(int(t), int(t)) for t in op.InputsAsNumpy() if t >= 0 and not is_const(int(t))]
             outs = [int(t) for t in op.OutputsAsNumpy() if t >= 0]
             if kind in views and len(ins) == 1 and len(outs) == 1:
