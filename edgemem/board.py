@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from edgemem.errors import EdgememError
+from edgemem.errors import EdgememError, ToolchainError
 
 BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
 
-_TIMER_KINDS = ("cmsdk", "stm32_tim_pair")
+_TIMER_KINDS = ("cmsdk", "stm32_tim_pair", "nrf51")
 _SPEEDS = ("fast", "normal")
+FLASH_TOOLS = ("openocd", "st-flash", "pyocd")  # flashers edgemem knows how to drive
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Core:
     fpu: str = "none"
     float_abi: str = "soft"
     dsp: bool = False
+    mpu: bool = True  # a PMSAv7 MPU (Cortex-M0 has none: no guard, nothing to program)
 
     @property
     def has_fpu(self) -> bool:
@@ -73,6 +75,15 @@ class QemuTimer:
 
 
 @dataclass(frozen=True)
+class QemuUart:
+    """Serial port 0 of the QEMU machine; profiling builds write their report to it."""
+
+    kind: str  # "cmsdk" (CMSDK APB UART) or "stm32_usart"
+    base: int
+    window: int = 0x1000  # bytes of address space the MPU opens for it
+
+
+@dataclass(frozen=True)
 class QemuConfig:
     machine: str
     cpu: str
@@ -82,11 +93,25 @@ class QemuConfig:
     icount_shift: int = 0
     console: str = "semihosting"
     peripherals: tuple[Peripheral, ...] = ()
+    uart: QemuUart | None = None
 
     @property
     def instructions_per_tick(self) -> Fraction:
         """Instructions per timer tick: with -icount shift=N one instruction takes 2^N ns of virtual time."""
         return Fraction(10**9, self.timer.hz * (1 << self.icount_shift))
+
+
+@dataclass(frozen=True)
+class FlasherConfig:
+    """How to put the image on a real board: the tools to try, in order, and each one's settings."""
+
+    order: tuple[str, ...]  # tools to try, first installed one wins (names from FLASH_TOOLS)
+    address: int  # where every tool writes the raw image (firmware.bin): [flasher] address, else [flash] base
+    openocd_interface: str | None = None  # openocd -f cfg of the debug probe, e.g. interface/stlink.cfg
+    openocd_target: str | None = None  # openocd -f cfg of the chip, e.g. target/stm32f7x.cfg
+    openocd_commands: tuple[str, ...] = ()  # openocd -c commands between interface and target cfg
+    pyocd_target: str | None = None  # pyocd --target name, e.g. stm32f746nghx
+    timeout_s: float = 120.0  # the flasher is killed after this long
 
 
 @dataclass(frozen=True)
@@ -123,10 +148,12 @@ class Board:
     core: Core
     flash: MemoryRegion
     ram: tuple[MemoryRegion, ...]
-    qemu: QemuConfig
+    qemu: QemuConfig | None  # None: no QEMU stand-in (yet); building or running under QEMU raises
     stack_size: int = 8192
     arena_align: int = 4  # byte alignment of every tensor offset in the arena
     source: Path | None = field(default=None, compare=False)
+    flasher: FlasherConfig | None = None  # None: not a board one flashes (an FPGA stand-in)
+    serial_baud: int | None = None  # the board's serial console (USB virtual COM port of its probe)
 
     # ---- plain facts -------------------------------------------------------------------------
     @property
@@ -144,6 +171,17 @@ class Board:
                 return r
         return self.ram[0]
 
+    def require_qemu(self) -> QemuConfig:
+        """The QEMU stand-in; a board without one cannot be built or run by edgemem yet."""
+        if self.qemu is None:
+            where = f" in {self.source}" if self.source else ""
+            raise ToolchainError(
+                f"board {self.name} has no QEMU stand-in yet (no [qemu] section{where}): edgemem links and runs "
+                "its firmware on a QEMU stand-in, so it cannot build or run for this board. Pick a board that has "
+                "one (`edgemem boards`, column 'QEMU stand-in') or add a [qemu] section to the board file."
+            )
+        return self.qemu
+
     def ram_region(self, name: str) -> MemoryRegion | None:
         for r in self.ram:
             if r.name.lower() == name.lower():
@@ -154,7 +192,7 @@ class Board:
     def qemu_address(self, region: MemoryRegion) -> int:
         """Where a modelled RAM region sits under QEMU (the lowest one at qemu.ram_base, offsets kept)."""
         lowest = min(r.base for r in self.ram if r.qemu)
-        return region.base - lowest + self.qemu.ram_base
+        return region.base - lowest + self.require_qemu().ram_base
 
     def link_regions(self, merge: bool = True) -> list[LinkRegion]:
         """Linker RAM regions for the QEMU image: modelled board regions, contiguous ones merged (unless
@@ -192,7 +230,9 @@ class Board:
         return next(lr for lr in regions if lr.default)
 
     def peripherals(self) -> list[Peripheral]:
-        return list(self.qemu.peripherals)
+        uart = self.require_qemu().uart
+        extra = [Peripheral("uart", uart.base, uart.window)] if uart is not None else []
+        return list(self.qemu.peripherals) + extra
 
     def mpu_regions(self) -> list[MpuRegion]:
         """MPU regions allowing exactly: the flash image (read-only, executable), the board's RAM (modelled
@@ -203,7 +243,7 @@ class Board:
         flash_attr = (0b110 << 24) | (0b000 << 19) | (1 << 17)
         ram_attr = (1 << 28) | (0b011 << 24) | (0b001 << 19) | (1 << 17) | (1 << 16)
         dev_attr = (1 << 28) | (0b011 << 24) | (1 << 18) | (1 << 16)
-        for base, size_log2, srd in _cover(self.qemu.flash_base, self.flash.size):
+        for base, size_log2, srd in _cover(self.require_qemu().flash_base, self.flash.size):
             out.append(_mpu("flash", base, size_log2, srd, flash_attr))
         for lr in self.link_regions():
             for base, size_log2, srd in _cover(lr.origin, lr.length):
@@ -220,7 +260,7 @@ class Board:
 
     def c_defines(self) -> dict[str, str]:
         """-D macros the firmware C (startup.c, em_runtime.c) is compiled with."""
-        t = self.qemu.timer
+        t = self.require_qemu().timer
         ipt = self.qemu.instructions_per_tick
         d: dict[str, str] = {
             "EM_BOARD_NAME": f'"{self.name}"',
@@ -237,7 +277,12 @@ class Board:
             d["EM_TIMER_STM32_PAIR"] = "1"
             d["EM_TIMER_COARSE_BASE"] = f"0x{t.coarse_base:08X}u"
             d["EM_TIMER_COARSE_PSC"] = f"{t.coarse_prescaler - 1}u"
-        regions = self.mpu_regions()
+        elif t.kind == "nrf51":
+            d["EM_TIMER_NRF51"] = "1"
+        if self.qemu.uart is not None:
+            d[f"EM_UART_{self.qemu.uart.kind.upper()}"] = "1"
+            d["EM_UART_BASE"] = f"0x{self.qemu.uart.base:08X}u"
+        regions = self.mpu_regions() if self.core.mpu else []
         d["EM_MPU_NREGIONS"] = str(len(regions))
         for i, r in enumerate(regions):
             d[f"EM_MPU_RBAR_{i}"] = f"0x{r.rbar(i):08X}u"
@@ -273,6 +318,18 @@ def load_board(name_or_path: str | Path) -> Board:
         raise EdgememError(f"board file {path}: {e}") from e
 
 
+_UART_KINDS = ("cmsdk", "stm32_usart", "nrf51")
+
+
+def _uart(d: dict | None) -> QemuUart | None:
+    if d is None:
+        return None
+    kind = str(_need(d, "kind", "[qemu.uart]"))
+    if kind not in _UART_KINDS:
+        raise ValueError(f"[qemu.uart] kind must be one of {_UART_KINDS}, got {kind!r}")
+    return QemuUart(kind, _int(d, "base", "[qemu.uart]"))
+
+
 def _need(d: dict, key: str, where: str):
     if key not in d:
         raise KeyError(f"missing '{key}' in {where}")
@@ -294,6 +351,7 @@ def _parse(data: dict, path: Path) -> Board:
         fpu=str(core_d.get("fpu", "none")),
         float_abi=str(core_d.get("float_abi", "soft" if core_d.get("fpu", "none") == "none" else "hard")),
         dsp=bool(core_d.get("dsp", False)),
+        mpu=bool(core_d.get("mpu", True)),
     )
     fl = _need(data, "flash", "the top level")
     flash = MemoryRegion("flash", _int(fl, "base", "[flash]"), _int(fl, "size", "[flash]"))
@@ -314,7 +372,19 @@ def _parse(data: dict, path: Path) -> Board:
         raise ValueError("at least one [[ram]] region is needed")
     if sum(r.default for r in ram) > 1:
         raise ValueError("more than one [[ram]] region has default = true")
-    q = _need(data, "qemu", "the top level")
+    q = data.get("qemu")
+    qemu = _parse_qemu(q, core) if q is not None else None  # a board may have no stand-in yet
+    stack_size = _int(data, "stack_size", "the top level") if "stack_size" in data else 8192
+    if stack_size % 8:
+        raise ValueError("stack_size must be a multiple of 8")
+    arena_align = _int(data, "arena_align", "the top level") if "arena_align" in data else 4
+    if arena_align < 1 or arena_align & (arena_align - 1):
+        raise ValueError("arena_align must be a power of two")
+    return Board(name, str(data.get("description", name)), core, flash, tuple(ram), qemu, stack_size, arena_align, path,
+                 _parse_flasher(data.get("flasher"), flash), _parse_serial_baud(data.get("serial")))
+
+
+def _parse_qemu(q: dict, core: Core) -> QemuConfig:
     td = _need(q, "timer", "[qemu]")
     kind = str(_need(td, "kind", "[qemu.timer]"))
     if kind not in _TIMER_KINDS:
@@ -343,16 +413,47 @@ def _parse(data: dict, path: Path) -> Board:
         icount_shift=int(q.get("icount_shift", 0)),
         console=str(q.get("console", "semihosting")),
         peripherals=periph,
+        uart=_uart(q.get("uart")),
     )
     if qemu.console != "semihosting":
         raise ValueError(f"[qemu] console {qemu.console!r} is not supported (only 'semihosting')")
-    stack_size = _int(data, "stack_size", "the top level") if "stack_size" in data else 8192
-    if stack_size % 8:
-        raise ValueError("stack_size must be a multiple of 8")
-    arena_align = _int(data, "arena_align", "the top level") if "arena_align" in data else 4
-    if arena_align < 1 or arena_align & (arena_align - 1):
-        raise ValueError("arena_align must be a power of two")
-    return Board(name, str(data.get("description", name)), core, flash, tuple(ram), qemu, stack_size, arena_align, path)
+    return qemu
+
+
+def _parse_flasher(d: dict | None, flash: MemoryRegion) -> FlasherConfig | None:
+    if d is None:
+        return None
+    order = tuple(str(t) for t in _need(d, "order", "[flasher]"))
+    unknown = [t for t in order if t not in FLASH_TOOLS]
+    if not order or unknown:
+        raise ValueError(f"[flasher] order must list tools out of {FLASH_TOOLS}, got {list(order)!r}")
+    ocd, pyo = d.get("openocd", {}), d.get("pyocd", {})
+    if "openocd" in order:
+        _need(ocd, "interface", "[flasher.openocd]")
+        _need(ocd, "target", "[flasher.openocd]")
+    if "pyocd" in order:
+        _need(pyo, "target", "[flasher.pyocd]")
+    timeout = d.get("timeout_s", 120)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise ValueError(f"[flasher] timeout_s must be a positive number of seconds, got {timeout!r}")
+    return FlasherConfig(
+        order=order,
+        address=_int(d, "address", "[flasher]") if "address" in d else flash.base,
+        openocd_interface=ocd.get("interface"),
+        openocd_target=ocd.get("target"),
+        openocd_commands=tuple(str(c) for c in ocd.get("commands", [])),
+        pyocd_target=pyo.get("target"),
+        timeout_s=float(timeout),
+    )
+
+
+def _parse_serial_baud(d: dict | None) -> int | None:
+    if d is None:
+        return None
+    baud = _int(d, "baud", "[serial]")
+    if baud == 0:
+        raise ValueError("[serial] baud must be > 0")
+    return baud
 
 
 # ---- MPU helpers ---------------------------------------------------------------------------------

@@ -86,7 +86,8 @@ def build(
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
-    run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU."),
+    run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
+    profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
@@ -95,8 +96,12 @@ def build(
         from . import pipeline
 
         result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
-                                                                        schedule_seconds=schedule_time))
-        res = pipeline.run(out_dir) if run_it else None
+                                                                        schedule_seconds=schedule_time, profile=profile))
+        res = None
+        if run_it:
+            from . import profiling
+
+            res = profiling.profile(out_dir) if profile else pipeline.run(out_dir)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one message
         _fail(exc)
         return
@@ -105,7 +110,9 @@ def build(
         return
     out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
     _print_build(result.info)
-    if res:
+    if res and profile:
+        _print_profile(res)
+    elif res:
         _print_run(res)
 
 
@@ -142,6 +149,53 @@ def run(
         _print_run(res)
 
 
+@app.command("profile")
+def profile_cmd(
+    project: Path = typer.Argument(..., help="A directory made by `edgemem build --profile`."),
+    board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
+    port: Optional[str] = typer.Option(None, "--port", help="Serial port of the board (/dev/ttyACM0) or a pyserial URL; without it the firmware runs under QEMU and is read over QEMU's UART."),
+    baud: Optional[int] = typer.Option(None, "--baud", help="Serial baud rate (default: the board file's, else 115200)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the whole report."),
+    save: Optional[Path] = typer.Option(None, "--save", help="Where to write the JSON report (default PROJECT/profile.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
+) -> None:
+    """Measure RAM and time per operator on the device (or QEMU) over serial, next to the plan's prediction."""
+    try:
+        from . import pipeline, profiling
+
+        info = pipeline.load_build_info(project)
+        if board is not None and Path(board).stem != info["board"]:
+            raise EdgememError(f"'{project}' was built for board {info['board']}, not {board}; rebuild it with --board {board}.")
+        res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if as_json:
+        _json(res)
+    else:
+        _print_profile(res)
+    if not res["arena_matches_plan"] or res["matches_reference"] is False:
+        raise typer.Exit(7)
+
+
+def _print_profile(res: dict) -> None:
+    on_qemu = "total_instructions" in res
+    t = Table("step", "op", "live (plan)", "high-water (plan)", "measured", "stack",
+              "instructions" if on_qemu else "ticks", title=f"profile: {Path(res['model']).name} on {res['board']}, {res['source']}")  # fmt: skip
+    for r in res["steps"]:
+        ok = "" if r["pools_match"] else " [red]MISMATCH[/]"
+        t.add_row(str(r["step"]), r["kind"], f"{r['predicted_live_bytes']:,}", f"{r['predicted_high_water_bytes']:,}",
+                  f"{r['measured_high_water_bytes']:,}{ok}", f"{r['stack_high_water_bytes']:,}",
+                  f"{r['instructions' if on_qemu else 'ticks']:,}")  # fmt: skip
+    total = res["total_instructions"] if on_qemu else res["total_ticks"]
+    t.add_row("", "total", "", f"{res['arena_bytes']:,}", f"{res['arena_high_water_bytes']:,}", f"{res['peak_stack_bytes']:,}", f"{total:,}")
+    out.print(t)
+    verdict = {True: "[green]yes[/]", False: "[red]no[/]"}
+    out.print(f"measured arena = plan at every step: {verdict[res['arena_matches_plan']]}; outputs vs TFLite Micro: "
+              + ("oracle not installed" if res["bit_exact"] is None else ("[green]bit-exact[/]" if res["bit_exact"] else f"[red]max |diff| {res['max_abs_diff']}[/]"))
+              + f"; saved to {res['saved_to']}")  # fmt: skip
+
+
 def _load_npy(path: Path):
     import numpy as np
 
@@ -149,6 +203,82 @@ def _load_npy(path: Path):
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise EdgememError(f"cannot read input '{path}' as a .npy array ({exc}); save it with numpy.save.") from exc
+
+
+def _check_board(project: Path, board: Optional[str]) -> dict:
+    """The build's edgemem.json, after checking it was built for `board` (when given)."""
+    from . import pipeline
+
+    info = pipeline.load_build_info(project)
+    if board is not None and Path(board).stem != info["board"]:
+        raise EdgememError(f"'{project}' was built for board {info['board']}, not {board}; rebuild it with --board {board}.")
+    return info
+
+
+@app.command()
+def flash(
+    project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
+    board: str = typer.Option(..., "--board", "-b", help="The board to flash; must match the build's board."),
+    tool: Optional[str] = typer.Option(None, "--tool", help="Use this flasher (openocd, st-flash, pyocd) instead of the board's first installed one."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the flasher is stopped (default: the board's, 120)."),
+) -> None:
+    """Write the built image (firmware.bin) to a real board with openocd, st-flash or pyocd."""
+    try:
+        from .board import load_board
+        from .target.flash import flash as flash_image
+
+        _check_board(project, board)
+        b = load_board(board)
+        res = flash_image(project, b, tool=tool, timeout_s=timeout)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    out.print(f"$ {res.command_line}", highlight=False, soft_wrap=True, markup=False)
+    out.print(res.output.strip(), highlight=False, soft_wrap=True, markup=False)
+    out.print(f"[green]flashed[/] {res.image} ({res.image.stat().st_size:,} B) at 0x{res.address:08X} on {b.name} with {res.tool}",
+              highlight=False)  # fmt: skip
+    if res.note:
+        out.print(f"[yellow]note:[/] {res.note}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def validate(
+    project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
+    board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
+    count: int = typer.Option(10, "--count", "-n", help="Number of seeded random inputs to run."),
+    seed: int = typer.Option(0, "--seed", help="First seed (runs use seed, seed+1, ...; as `edgemem run --seed`)."),
+    port: Optional[str] = typer.Option(None, "--port", help="Serial port of a real board (not supported yet: QEMU only)."),
+    bit_exact: bool = typer.Option(False, "--bit-exact", help="Fail unless every output is bit-exact (no 1-LSB tolerance)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
+) -> None:
+    """Run N seeded inputs on the device and compare each with TFLite Micro; exit 8 if any run differs."""
+    from .validate import MismatchError, mismatch_message, validate as run_validation
+
+    try:
+        _check_board(project, board)
+        report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if as_json:
+        _json(report)
+    else:
+        _print_validation(report)
+    if not report["all_match"]:
+        err.print(f"[bold red]error:[/] {mismatch_message(report)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(MismatchError.exit_code)
+
+
+def _print_validation(report: dict) -> None:
+    t = Table("seed", "bit-exact", "max |diff|", "matches", "instructions",
+              title=f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) vs TFLite Micro")  # fmt: skip
+    for r in report["runs"]:
+        t.add_row(str(r["seed"]), "yes" if r["bit_exact"] else "[red]no[/]", str(r["max_abs_diff"]),
+                  "yes" if r["matches_reference"] else "[red]no[/]", f"{r['instructions']:,}" if r["instructions"] else "-")  # fmt: skip
+    out.print(t)
+    colour = "green" if report["all_match"] else "red"
+    out.print(f"[{colour}]{report['bit_exact_count']}/{report['count']} bit-exact, {report['matching_count']}/{report['count']} "
+              f"matching[/], max |diff| {report['max_abs_diff']}", highlight=False)  # fmt: skip
 
 
 @app.command()
@@ -162,7 +292,7 @@ def boards() -> None:
         b = load_board(name)
         regions = ", ".join(f"{r.name} {r.size // 1024}K{' fast' if r.speed == 'fast' else ''}" for r in b.ram)
         t.add_row(name, b.core.cpu + ("F" if b.core.has_fpu else ""), f"{b.ram_bytes // 1024} KiB",
-                  f"{b.flash_bytes // 1024} KiB", b.qemu.machine, regions)  # fmt: skip
+                  f"{b.flash_bytes // 1024} KiB", b.qemu.machine if b.qemu else "none yet", regions)  # fmt: skip
     out.print(t)
 
 

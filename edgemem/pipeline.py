@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .board import Board, load_board
-from .codegen.model_c import PoolLayout, compile_kernels, render_model
+from .codegen.model_c import PoolLayout, compile_kernels, render_model, render_profile_inputs
 from .errors import DoesNotFitError, EdgememError, ToolchainError
-from .frontend.footprint import operator_floor_bytes
+from .frontend.footprint import file_order_live_ranges, op_names, operator_floor_bytes
 from .frontend.tflite_import import ImportedModel, import_tflite, read_tflite
 from .ir.graph import OpGraph, read_graph
 from .passes.lower import lower_to_kernels
@@ -41,6 +41,8 @@ class BuildOptions:
     compile: bool = True  # run arm-none-eabi-gcc
     pool_per_region: bool = False  # plan each board RAM region as its own pool (fast ones first)
     schedule_seconds: float = 2.0  # time budget of the operator schedulers
+    profile: bool = False  # per-step reports over the UART, a seeded input in flash (`edgemem profile`)
+    profile_seed: int = 0  # the seed of that input
 
 
 @dataclass
@@ -193,16 +195,23 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
         pools=pools, lower_bound=plan.lower_bound, scheduler=schedule.scheduler, algorithm=plan.algorithm,
         kernels=kernels, input_infos=model.inputs, output_infos=model.outputs,
     )  # fmt: skip
+    if options.profile:
+        from .reference import seeded_inputs
+
+        sources["profile_inputs.c"] = render_profile_inputs(
+            model.path.name, seeded_inputs(model.path, options.profile_seed), options.profile_seed)
     result = BuildResult(model.path, board, Path(out_dir), graph, schedule, plan, None)
 
     def fill(project: Path) -> None:
         for name, text in sources.items():
             (project / name).write_text(text)
-        render_firmware_files(board, project, split_regions=options.pool_per_region)
+        render_firmware_files(board, project, split_regions=options.pool_per_region, profile=options.profile)
         if options.compile:
             result.sizes = _link(project, board, plan)
         result.info = build_info(result, model, schedulers, stack_estimate=_stack_estimate(project, graph),
                                  seconds=time.perf_counter() - t0)  # fmt: skip
+        if options.profile:
+            result.info["profile"] = predicted_steps(graph, schedule, buffers, plan, options.profile_seed)
         (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")
 
     try:
@@ -213,6 +222,24 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             "Pass --force to replace it, or choose another directory with -o."
         ) from None
     return result
+
+
+def predicted_steps(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan: ArenaPlan, seed: int) -> dict:
+    """What a profiling build must measure, step by step: the bytes live during the step and, per pool, the
+    high-water mark (highest planned byte written so far; graph inputs count from the start)."""
+    pools = list(plan.pool_sizes)
+    steps = []
+    for s, op_index in enumerate(schedule.order):
+        op = graph.ops[op_index]
+        hw = dict.fromkeys(pools, 0)
+        for b in buffers:
+            if b.first <= s:
+                place = plan.placements[b.name]
+                hw[place.pool] = max(hw[place.pool], place.offset + b.size)
+        live = sum(b.size for b in buffers if b.first <= s <= b.last)
+        steps.append({"step": s, "op": op.name, "kind": op.kind, "live_bytes": live,
+                      "high_water_bytes": [hw[p] for p in pools]})  # fmt: skip
+    return {"seed": seed, "pools": pools, "steps": steps}
 
 
 def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
@@ -302,6 +329,11 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
     from .target.qemu import run_firmware
 
     info = load_build_info(out_dir)
+    if "profile" in info:
+        raise EdgememError(
+            f"'{out_dir}' is a profiling build: its firmware reports over the UART with an input built into it. "
+            f"Use `edgemem profile {out_dir}`, or rebuild without --profile to run it with your own inputs."
+        )
     board = board_with_budget(load_board(info["board"]), None, None)
     if inputs is None:
         from .reference import seeded_inputs

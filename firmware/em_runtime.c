@@ -103,16 +103,131 @@ int32_t em_read_file(const char *path, void *dst, uint32_t len)
 }
 
 /* ==== output channel ===================================================================== */
+/* Semihosting (SYS_WRITE0) by default; with EM_CONSOLE_UART the board's serial port 0 (profiling builds:
+ * the host reads it with pyserial, from a real board's USB serial or from QEMU's serial socket). On the
+ * UART every line ends in " *hh", the XOR of its bytes, so the host can drop lines damaged in transit. */
 
 #define EM_OUT_BUF 192u
 static char em_out_buf[EM_OUT_BUF];
 static uint32_t em_out_len;
 
+#if defined(EM_CONSOLE_UART)
+#if defined(EM_UART_CMSDK)
+/* CMSDK APB UART: DATA, STATE (bit0 TX full, bit1 RX full), CTRL (bit0 TX enable, bit1 RX enable), BAUDDIV */
+#define UART_DATA EM_REG(EM_UART_BASE + 0x00u)
+#define UART_STATE EM_REG(EM_UART_BASE + 0x04u)
+#define UART_CTRL EM_REG(EM_UART_BASE + 0x08u)
+#define UART_BAUDDIV EM_REG(EM_UART_BASE + 0x10u)
+#define UART_TX_READY() ((UART_STATE & 1u) == 0u)
+#define UART_RX_READY() ((UART_STATE & 2u) != 0u)
+
+void em_console_init(void)
+{
+    UART_BAUDDIV = 16u; /* the smallest legal divider */
+    UART_CTRL = 0x3u;
+}
+#elif defined(EM_UART_STM32_USART)
+/* STM32 USART (F2/F4 register layout): SR (bit7 TXE, bit5 RXNE), DR, BRR, CR1 (UE, TE, RE) */
+#define UART_SR EM_REG(EM_UART_BASE + 0x00u)
+#define UART_DATA EM_REG(EM_UART_BASE + 0x04u)
+#define UART_BRR EM_REG(EM_UART_BASE + 0x08u)
+#define UART_CR1 EM_REG(EM_UART_BASE + 0x0Cu)
+#define UART_TX_READY() ((UART_SR & (1u << 7)) != 0u)
+#define UART_RX_READY() ((UART_SR & (1u << 5)) != 0u)
+
+void em_console_init(void)
+{
+    UART_BRR = 0x16Du; /* 115200 baud at 42 MHz APB (QEMU ignores it) */
+    UART_CR1 = (1u << 13) | (1u << 3) | (1u << 2);
+}
+#elif defined(EM_UART_NRF51)
+/* nRF51 UART: tasks STARTRX/STARTTX, events RXDRDY/TXDRDY, ENABLE (4 = on), RXD, TXD */
+#define NRF_UART_STARTRX EM_REG(EM_UART_BASE + 0x000u)
+#define NRF_UART_STARTTX EM_REG(EM_UART_BASE + 0x008u)
+#define NRF_UART_RXDRDY EM_REG(EM_UART_BASE + 0x108u)
+#define NRF_UART_TXDRDY EM_REG(EM_UART_BASE + 0x11Cu)
+#define NRF_UART_ENABLE EM_REG(EM_UART_BASE + 0x500u)
+#define NRF_UART_RXD EM_REG(EM_UART_BASE + 0x518u)
+#define NRF_UART_TXD EM_REG(EM_UART_BASE + 0x51Cu)
+
+void em_console_init(void)
+{
+    NRF_UART_ENABLE = 4u;
+    NRF_UART_STARTTX = 1u;
+    NRF_UART_STARTRX = 1u;
+}
+
+static void em_uart_putc(char c)
+{
+    NRF_UART_TXDRDY = 0u;
+    NRF_UART_TXD = (uint32_t)(uint8_t)c;
+    while (NRF_UART_TXDRDY == 0u) {
+    }
+}
+
+int32_t em_console_getc(void)
+{
+    while (NRF_UART_RXDRDY == 0u) {
+    }
+    NRF_UART_RXDRDY = 0u;
+    return (int32_t)(NRF_UART_RXD & 0xFFu);
+}
+#else
+#error "EM_CONSOLE_UART needs a UART kind: EM_UART_CMSDK, EM_UART_STM32_USART or EM_UART_NRF51 (the board's [qemu.uart])"
+#endif
+
+#if defined(UART_TX_READY)
+static void em_uart_putc(char c)
+{
+    while (!UART_TX_READY()) {
+    }
+    UART_DATA = (uint32_t)(uint8_t)c;
+}
+
+int32_t em_console_getc(void)
+{
+    while (!UART_RX_READY()) {
+    }
+    return (int32_t)(UART_DATA & 0xFFu);
+}
+#endif
+
+static uint8_t em_line_xor;
+
+static void em_console_write(const char *s, uint32_t n)
+{
+    static const char hex[16] = {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'};
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        if (s[i] == '\n') {
+            em_uart_putc(' ');
+            em_uart_putc('*');
+            em_uart_putc(hex[em_line_xor >> 4]);
+            em_uart_putc(hex[em_line_xor & 0xFu]);
+            em_line_xor = 0u;
+        } else {
+            em_line_xor ^= (uint8_t)s[i];
+        }
+        em_uart_putc(s[i]);
+    }
+}
+#else
+void em_console_init(void)
+{
+}
+
+static void em_console_write(const char *s, uint32_t n)
+{
+    (void)n;
+    em_sys_write0(s);
+}
+#endif
+
 void em_flush(void)
 {
     if (em_out_len != 0u) {
         em_out_buf[em_out_len] = '\0';
-        em_sys_write0(em_out_buf);
+        em_console_write(em_out_buf, em_out_len);
         em_out_len = 0u;
     }
 }
@@ -308,8 +423,58 @@ uint64_t em_timer_ticks(void)
     return (k << (EM_TIMER_FINE_BITS)) + fine;
 }
 
+#elif defined(EM_TIMER_NRF51)
+/* nRF51 TIMER0 in 32-bit timer mode at 16 MHz (prescaler 0), read through a CAPTURE task. The count wraps
+ * every 268 s (2.7e11 instructions under -icount shift=0); reads extend it to 64 bits, which holds as long as
+ * the counter is read at least once per wrap. */
+#define NRF_TIMER_TASKS_START 0x000u
+#define NRF_TIMER_TASKS_STOP 0x004u
+#define NRF_TIMER_TASKS_CLEAR 0x00Cu
+#define NRF_TIMER_TASKS_CAPTURE0 0x040u
+#define NRF_TIMER_MODE 0x504u
+#define NRF_TIMER_BITMODE 0x508u
+#define NRF_TIMER_PRESCALER 0x510u
+#define NRF_TIMER_CC0 0x540u
+
+static uint32_t em_nrf_origin;
+static uint32_t em_nrf_last;
+static uint32_t em_nrf_wraps;
+
+static uint32_t em_nrf_capture(void)
+{
+    EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_CAPTURE0) = 1u;
+    return EM_REG(EM_TIMER_BASE + NRF_TIMER_CC0);
+}
+
+void em_timer_irq_handler(void)
+{
+}
+
+void em_timer_start(void)
+{
+    EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_STOP) = 1u;
+    EM_REG(EM_TIMER_BASE + NRF_TIMER_MODE) = 0u;    /* timer */
+    EM_REG(EM_TIMER_BASE + NRF_TIMER_BITMODE) = 3u; /* 32 bit */
+    EM_REG(EM_TIMER_BASE + NRF_TIMER_PRESCALER) = 0u;
+    EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_CLEAR) = 1u;
+    EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_START) = 1u;
+    em_nrf_origin = em_nrf_capture();
+    em_nrf_last = 0u;
+    em_nrf_wraps = 0u;
+}
+
+uint64_t em_timer_ticks(void)
+{
+    uint32_t v = em_nrf_capture() - em_nrf_origin;
+    if (v < em_nrf_last) {
+        em_nrf_wraps++;
+    }
+    em_nrf_last = v;
+    return ((uint64_t)em_nrf_wraps << 32) | v;
+}
+
 #else
-#error "no timer kind: define EM_TIMER_CMSDK or EM_TIMER_STM32_PAIR"
+#error "no timer kind: define EM_TIMER_CMSDK, EM_TIMER_STM32_PAIR or EM_TIMER_NRF51"
 #endif
 
 uint64_t em_ticks_to_instructions(uint64_t ticks)
@@ -383,6 +548,33 @@ uint32_t em_bss_bytes(void)
 
 static const char *const em_fault_names[] = {"hardfault", "memmanage", "busfault", "usagefault", "nmi", "irq"};
 
+#if defined(__ARM_ARCH_6M__)
+/* ARMv6-M (Cortex-M0/M0+): every fault is a HardFault and there are no fault status registers. */
+void em_fault(uint32_t *frame, uint32_t exc_return, uint32_t kind)
+{
+    uint32_t stack_lo = (uint32_t)(uintptr_t)__em_stack_start;
+    uint32_t stack_hi = (uint32_t)(uintptr_t)__em_stack_end;
+    uint32_t fp = (uint32_t)(uintptr_t)frame;
+    em_flush();
+    em_puts("\nEDGEMEM fault ");
+    em_puts(em_fault_names[kind < 6u ? kind : 5u]);
+    if (fp < stack_lo) {
+        em_puts(" stack_overflow");
+    }
+    if (fp >= stack_lo && fp + 32u <= stack_hi && (fp & 3u) == 0u) {
+        em_puts(" pc=");
+        em_put_hex32(frame[6]);
+        em_puts(" lr=");
+        em_put_hex32(frame[5]);
+    }
+    em_puts(" sp=");
+    em_put_hex32(fp);
+    em_puts(" exc_return=");
+    em_put_hex32(exc_return);
+    em_putc('\n');
+    em_exit(EM_EXIT_FAULT);
+}
+#else
 struct em_cfsr_bit {
     uint32_t mask;
     const char *name;
@@ -465,3 +657,4 @@ void em_fault(uint32_t *frame, uint32_t exc_return, uint32_t kind)
     em_putc('\n');
     em_exit(EM_EXIT_FAULT);
 }
+#endif /* __ARM_ARCH_6M__ */

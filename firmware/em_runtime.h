@@ -36,13 +36,15 @@ extern uint32_t __em_data_end[];
 extern uint32_t __em_bss_start[];
 extern uint32_t __em_bss_end[];
 
-/* ---- output channel (semihosting SYS_WRITE0, buffered) ------------------------------------ */
+/* ---- output channel (semihosting SYS_WRITE0, or the UART with EM_CONSOLE_UART; buffered) ---- */
 void em_puts(const char *s);
 void em_put_u64(uint64_t v);
 void em_put_i32(int32_t v);
 void em_put_hex32(uint32_t v);                      /* 0x%08x */
 void em_put_hex_bytes(const uint8_t *p, uint32_t n); /* lowercase, no separators */
 void em_flush(void);
+void em_console_init(void);   /* set up the UART (EM_CONSOLE_UART builds); nothing for semihosting */
+int32_t em_console_getc(void); /* EM_CONSOLE_UART builds only: wait for one received byte */
 /* "EDGEMEM stat <key>=<value>\n" */
 void em_stat(const char *key, uint64_t value);
 void em_stat_i32(const char *key, int32_t value);

@@ -6,8 +6,15 @@
  *                                       when edgemem_run is called), pool_<name>_high_water_bytes,
  *                                       pool_<name>_size_bytes, arena_high_water_bytes, data_bytes, bss_bytes,
  *                                       ticks, instructions, run_status
+ *   EDGEMEM step <s> ticks=<t> stack=<b> hw=<b0>,<b1>,...   profiling builds only (EDGEMEM_PROFILE), per step
+ *                                       of the schedule: its ticks, and the stack and per-pool arena high-water
+ *                                       marks reached by the end of that step
  *   EDGEMEM end
  * or EDGEMEM error <what> / EDGEMEM fault <name> ... and a non-zero exit code.
+ *
+ * Profiling builds (edgemem build --profile) talk over the UART (EM_CONSOLE_UART): they print
+ * "EDGEMEM ready" and wait for one byte from the host before they start, and carry their inputs in the
+ * image (EM_INPUTS_EMBEDDED) so that a board without a debugger runs them too.
  *
  * The model runs twice: pools (and the free stack) painted with 0xA5, then with 0x5A, so a byte that
  * happens to equal one paint value cannot hide the high-water mark. Inputs are read from the host files
@@ -39,6 +46,27 @@ static uint64_t em_outputs_hash(void)
     return h;
 }
 
+#if defined(EM_INPUTS_EMBEDDED)
+/* profile_inputs.c (generated): the input bytes the host will compare against */
+extern const uint8_t *const em_embedded_input[EDGEMEM_NUM_INPUTS];
+extern const uint32_t em_embedded_input_bytes[EDGEMEM_NUM_INPUTS];
+
+static void em_read_inputs(void)
+{
+    uint32_t i;
+    uint32_t j;
+    for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
+        uint8_t *dst = (uint8_t *)edgemem_input(i);
+        if (em_embedded_input_bytes[i] != edgemem_input_bytes(i)) {
+            em_puts("EDGEMEM error input embedded input has the wrong size\n");
+            em_exit(EM_EXIT_INPUT);
+        }
+        for (j = 0; j < em_embedded_input_bytes[i]; j++) {
+            dst[j] = em_embedded_input[i][j];
+        }
+    }
+}
+#else
 static void em_input_name(char *buf, uint32_t i)
 {
     static const char prefix[] = "input";
@@ -83,6 +111,7 @@ static void em_read_inputs(void)
         }
     }
 }
+#endif
 
 /* Bytes of stack in use at the caller (the top of the stack minus SP). */
 static inline uint32_t em_stack_in_use(void)
@@ -101,6 +130,63 @@ static void em_stat_pool(const char *name, const char *suffix, uint64_t value)
     em_puts("\n");
 }
 
+#if defined(EDGEMEM_PROFILE)
+/* Per-step measurements. The time spent measuring (scanning the pools and the stack) is excluded from the
+ * next step's ticks by restarting the step clock after the scan. */
+static uint64_t em_step_ticks[EDGEMEM_NUM_STEPS + 1u];
+static uint32_t em_step_stack[EDGEMEM_NUM_STEPS + 1u];
+static uint32_t em_step_hw[EDGEMEM_NUM_STEPS + 1u][EDGEMEM_NUM_POOLS];
+static uint8_t em_step_paint;
+static uint32_t em_step_pass;
+static uint64_t em_step_t0;
+
+void edgemem_profile_step(uint32_t step)
+{
+    uint64_t t = em_timer_ticks();
+    uint32_t p;
+    uint32_t v;
+    if (step >= (uint32_t)EDGEMEM_NUM_STEPS) {
+        return;
+    }
+    if (em_step_pass == 0u) {
+        em_step_ticks[step] = t - em_step_t0;
+    }
+    for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
+        v = em_high_water(edgemem_pool_base[p], edgemem_pool_size[p], em_step_paint);
+        if (v > em_step_hw[step][p]) {
+            em_step_hw[step][p] = v;
+        }
+    }
+    v = em_stack_peak(em_step_paint);
+    if (v > em_step_stack[step]) {
+        em_step_stack[step] = v;
+    }
+    em_step_t0 = em_timer_ticks();
+}
+
+static void em_print_steps(void)
+{
+    uint32_t s;
+    uint32_t p;
+    for (s = 0; s < (uint32_t)EDGEMEM_NUM_STEPS; s++) {
+        em_puts("EDGEMEM step ");
+        em_put_u64(s);
+        em_puts(" ticks=");
+        em_put_u64(em_step_ticks[s]);
+        em_puts(" stack=");
+        em_put_u64(em_step_stack[s]);
+        em_puts(" hw=");
+        for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
+            if (p != 0u) {
+                em_puts(",");
+            }
+            em_put_u64(em_step_hw[s][p]);
+        }
+        em_puts("\n");
+    }
+}
+#endif
+
 int main(void)
 {
     uint32_t pool_hw[EDGEMEM_NUM_POOLS];
@@ -113,6 +199,10 @@ int main(void)
     uint32_t pass;
     uint32_t p;
 
+#if defined(EM_CONSOLE_UART)
+    em_puts("EDGEMEM ready\n");
+    (void)em_console_getc(); /* the host is listening: start */
+#endif
     em_puts("EDGEMEM begin board=" EM_BOARD_NAME "\n");
     for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
         pool_hw[p] = 0;
@@ -133,6 +223,11 @@ int main(void)
         }
         em_read_inputs();
         stack_at_run = em_stack_in_use();
+#if defined(EDGEMEM_PROFILE)
+        em_step_paint = paint;
+        em_step_pass = pass;
+        em_step_t0 = em_timer_ticks();
+#endif
         t0 = em_timer_ticks();
         st = edgemem_run();
         t1 = em_timer_ticks();
@@ -164,6 +259,9 @@ int main(void)
         em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
         em_puts("\n");
     }
+#if defined(EDGEMEM_PROFILE)
+    em_print_steps();
+#endif
     em_stat("stack_peak_bytes", stack_peak);
     em_stat("stack_size_bytes", em_stack_size());
     em_stat("stack_at_run_bytes", stack_at_run);

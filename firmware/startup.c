@@ -1,10 +1,12 @@
 /*
- * edgemem startup for Cortex-M3/M4/M7: vector table and reset handler.
+ * edgemem startup for Cortex-M0/M0+ (ARMv6-M) and M3/M4/M7 (ARMv7-M): vector table and reset handler.
  *
  * Reset: paint the whole stack (before anything is pushed), enable the FPU if the board has one, copy .data,
  * zero .bss, program the MPU (only the flash image, the board's RAM and the used peripherals are accessible;
  * no background map, so anything else -- including the space below the stack, which sits at the bottom of
  * RAM -- faults), enable the configurable fault handlers, start the timer, call main, exit via semihosting.
+ * ARMv6-M has no MPU on the boards we know (EM_MPU_NREGIONS 0), no configurable faults and, on Cortex-M0,
+ * no VTOR: the vector table stays at the image's start (address 0).
  */
 #include <stdint.h>
 
@@ -13,8 +15,8 @@
 #ifndef EM_MPU_NREGIONS
 #error "EM_MPU_NREGIONS must be defined (generated from the board TOML)"
 #endif
-#if EM_MPU_NREGIONS < 1 || EM_MPU_NREGIONS > 8
-#error "EM_MPU_NREGIONS must be 1..8"
+#if EM_MPU_NREGIONS < 0 || EM_MPU_NREGIONS > 8
+#error "EM_MPU_NREGIONS must be 0..8"
 #endif
 #ifndef EM_TIMER_IRQ
 #define EM_TIMER_IRQ (-1)
@@ -45,6 +47,26 @@ void em_default_handler(void);
 
 /* ---- handlers ---------------------------------------------------------------------------- */
 
+#if defined(__ARM_ARCH_6M__)
+__attribute__((naked, noreturn)) void Reset_Handler(void)
+{
+    /* GCC writes Thumb-1 code in divided syntax: switch to unified for this block and back */
+    __asm__ volatile(
+        ".syntax unified\n"
+        "ldr r0, =__em_stack_start\n"
+        "ldr r1, =__em_stack_end\n"
+        "ldr r2, =0xA5A5A5A5\n" /* EM_STACK_PAINT_WORD */
+        "1: cmp r0, r1\n"
+        "bhs 2f\n"
+        "str r2, [r0]\n"
+        "adds r0, r0, #4\n"
+        "b 1b\n"
+        "2: msr msp, r1\n"
+        "ldr r0, =em_reset_c\n"
+        "bx r0\n"
+        ".syntax divided\n");
+}
+#else
 __attribute__((naked, noreturn)) void Reset_Handler(void)
 {
     __asm__ volatile(
@@ -66,9 +88,30 @@ __attribute__((naked, noreturn)) void Reset_Handler(void)
 #endif
         "b em_reset_c\n");
 }
+#endif
 
 /* Fault entry: find the exception frame, move MSP back to the top of the stack (the fault may be a stack
  * overflow, and we only print and exit), then report in C. */
+#if defined(__ARM_ARCH_6M__)
+#define EM_FAULT_ENTRY(fn, kind)                                                                                   \
+    __attribute__((naked, noreturn)) void fn(void)                                                                 \
+    {                                                                                                              \
+        __asm__ volatile(".syntax unified\n"                                                                      \
+                         "movs r0, #4\n"                                                                           \
+                         "mov r1, lr\n"                                                                            \
+                         "tst r0, r1\n"                                                                            \
+                         "bne 1f\n"                                                                                \
+                         "mrs r0, msp\n"                                                                           \
+                         "b 2f\n"                                                                                  \
+                         "1: mrs r0, psp\n"                                                                        \
+                         "2: ldr r2, =__em_stack_end\n"                                                            \
+                         "msr msp, r2\n"                                                                           \
+                         "movs r2, %0\n"                                                                           \
+                         "ldr r3, =em_fault\n"                                                                     \
+                         "bx r3\n"                                                                                 \
+                         ".syntax divided\n" ::"i"(kind));                                                         \
+    }
+#else
 #define EM_FAULT_ENTRY(fn, kind)                                                                                   \
     __attribute__((naked, noreturn)) void fn(void)                                                                 \
     {                                                                                                              \
@@ -82,6 +125,8 @@ __attribute__((naked, noreturn)) void Reset_Handler(void)
                          "movs r2, %0\n"                                                                           \
                          "b em_fault\n" ::"i"(kind));                                                              \
     }
+
+#endif
 
 EM_FAULT_ENTRY(em_hardfault_handler, 0)
 EM_FAULT_ENTRY(em_memmanage_handler, 1)
@@ -129,6 +174,8 @@ __attribute__((section(".isr_vector"), used)) const struct em_vector_table em_ve
 
 /* ---- MPU --------------------------------------------------------------------------------- */
 
+#if EM_MPU_NREGIONS > 0
+
 static const uint32_t em_mpu_table[EM_MPU_NREGIONS][2] = {
     {EM_MPU_RBAR_0, EM_MPU_RASR_0},
 #if EM_MPU_NREGIONS > 1
@@ -175,6 +222,11 @@ static void em_mpu_init(void)
     EM_REG(MPU_CTRL) = 1u;
     __asm__ volatile("dsb\nisb" ::: "memory");
 }
+#else
+static void em_mpu_init(void)
+{
+}
+#endif
 
 /* ---- reset, continued in C --------------------------------------------------------------- */
 
@@ -188,11 +240,16 @@ __attribute__((noreturn, used)) void em_reset_c(void)
     for (dst = __em_bss_start; dst < __em_bss_end; dst++) {
         *dst = 0u;
     }
+#if !defined(__ARM_ARCH_6M__)
     EM_REG(SCB_VTOR) = (uint32_t)(uintptr_t)&em_vectors;
     em_mpu_init();
     EM_REG(SCB_SHCSR) |= (1u << 16) | (1u << 17) | (1u << 18); /* MemManage, BusFault, UsageFault */
     EM_REG(SCB_CCR) |= (1u << 4);                              /* trap integer divide by zero */
+#else
+    em_mpu_init();
+#endif
     __asm__ volatile("dsb\nisb" ::: "memory");
+    em_console_init();
     em_timer_start();
     em_exit(main());
 }

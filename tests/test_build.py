@@ -150,6 +150,19 @@ def test_other_cores_run_bit_exact(board, tmp_path):
     np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
 
 
+@pytest.mark.parametrize("name", ["tflm_micro_speech_int8", "mlperf_sww_int8"])
+def test_cortex_m0_runs_bit_exact_on_the_microbit(name, tmp_path):
+    """ARMv6-M (no FPU, no DSP, no MPU, no VTOR): the BBC micro:bit, modelled exactly by QEMU, 16 KiB RAM."""
+    path = model_path(name)
+    result = pipeline.build(path, "bbc-microbit", tmp_path / "p")
+    assert result.info["fits"] and result.info["total_ram_bytes"] <= 16 * 1024
+    assert "-mcpu=cortex-m0" in (tmp_path / "p" / "Makefile").read_text()
+    x = seeded_inputs(path, 2)
+    res = pipeline.run(tmp_path / "p", x)
+    np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
+    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+
+
 def test_two_pools_dtcm_and_sram1_run_bit_exact(tmp_path):
     """--pool-per-region on stm32f746: VWW's 55,296 B do not fit DTCM next to the stack, so the tensors are
     spread over DTCM and SRAM1, each pool linked at its region's addresses; outputs stay TFLM's."""

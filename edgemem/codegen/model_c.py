@@ -129,3 +129,13 @@ def render_model(
         "kernels.h": kernels.header,
         "kernels.c": kernels.source,
     }
+
+
+def render_profile_inputs(model_name: str, inputs: list[np.ndarray], seed: int) -> str:
+    """profile_inputs.c: a profiling build's inputs as const bytes in flash."""
+    items = [
+        {"nbytes": max(x.nbytes, 1), "body": _c_values(np.frombuffer(x.tobytes() or b"\0", dtype=np.uint8))}
+        for x in inputs
+    ]
+    return render("profile_inputs.c.j2", model_name=model_name, inputs=items, seed=seed, version=__version__)
+

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ class DeviceReport:
     board: str = ""
     errors: list[str] = field(default_factory=list)  # "EDGEMEM error ..." and "EDGEMEM fault ..." lines
     finished: bool = False  # saw "EDGEMEM end"
+    steps: list[dict] = field(default_factory=list)  # "EDGEMEM step" lines of profiling builds, in step order
 
     def _stat(self, key: str) -> int:
         if key not in self.stats:
@@ -105,6 +107,7 @@ def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceRep
     stats: dict[str, int] = {}
     errors: list[str] = []
     finished = False
+    steps: dict[int, dict] = {}
     for raw_line in text.splitlines():
         idx = raw_line.find("EDGEMEM ")
         if idx < 0:
@@ -128,6 +131,12 @@ def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceRep
                 stats[key] = int(value)
             except ValueError:
                 errors.append(f"malformed stat line: {line[:200]}")
+        elif kind == "step":
+            step = _parse_step(line)
+            if step is None:
+                errors.append(f"malformed step line: {line[:200]}")
+            else:
+                steps[step["step"]] = step
         elif kind in ("error", "fault"):
             errors.append(line)
         elif kind == "end":
@@ -135,7 +144,20 @@ def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceRep
     ordered = [outputs[i] for i in sorted(outputs)]
     if sorted(outputs) != list(range(len(outputs))):
         errors.append(f"output indices are not 0..n-1: {sorted(outputs)}")
-    return DeviceReport(ordered, stats, exit_code, text, board, errors, finished)
+    if sorted(steps) != list(range(len(steps))):
+        errors.append(f"step indices are not 0..n-1: {sorted(steps)}")
+    return DeviceReport(ordered, stats, exit_code, text, board, errors, finished, [steps[i] for i in sorted(steps)])
+
+
+_STEP_LINE = re.compile(r"^EDGEMEM step (\d+) ticks=(\d+) stack=(\d+) hw=(\d+(?:,\d+)*)$")
+
+
+def _parse_step(line: str) -> dict | None:
+    m = _STEP_LINE.match(line)
+    if m is None:
+        return None
+    return {"step": int(m.group(1)), "ticks": int(m.group(2)), "stack_bytes": int(m.group(3)),
+            "high_water_bytes": [int(v) for v in m.group(4).split(",")]}  # fmt: skip
 
 
 def _device_error(message: str, report: DeviceReport | None) -> DeviceError:
@@ -200,3 +222,76 @@ def run_firmware(
             report,
         )
     return report
+
+
+def _free_tcp_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class QemuSerial:
+    """QEMU running a profiling image with its serial port 0 on a local TCP socket.
+
+    QEMU waits for the connection before the guest starts (server=on,wait=on), so the host never misses the
+    first line. `url` is what pyserial opens (socket://127.0.0.1:PORT); use as a context manager."""
+
+    def __init__(self, elf_path: str | Path, board: Board, timeout_s: float = 120.0):
+        qemu = shutil.which(QEMU)
+        if qemu is None:
+            raise ToolchainError(f"{QEMU} not found on PATH: install QEMU with `{APT_HINT}`")
+        self.elf = Path(elf_path).resolve()
+        if not self.elf.is_file():
+            raise ToolchainError(f"firmware image {self.elf} does not exist (build it first)")
+        self.board = board
+        self.timeout_s = timeout_s
+        self.port = _free_tcp_port()
+        self.url = f"socket://127.0.0.1:{self.port}"
+        self.cmd = [qemu, *qemu_args(board), "-serial", f"tcp:127.0.0.1:{self.port},server=on,wait=on",
+                    "-kernel", str(self.elf)]  # fmt: skip
+        self.proc: subprocess.Popen | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> "QemuSerial":
+        self._tmp = tempfile.TemporaryDirectory(prefix="edgemem-qemu-")
+        self.proc = subprocess.Popen(self.cmd, cwd=self._tmp.name, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        return self
+
+    def connect(self, baud: int = 115200, wait_s: float = 10.0):
+        """Open the UART socket with pyserial once QEMU listens on it."""
+        import serial
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return serial.serial_for_url(self.url, baudrate=baud, timeout=0.1, write_timeout=2)
+            except serial.SerialException as e:
+                if self.proc is not None and self.proc.poll() is not None:
+                    out = self.proc.stdout.read().decode("utf-8", "replace") if self.proc.stdout else ""
+                    raise DeviceError(f"QEMU exited ({self.proc.returncode}) before its serial port opened; "
+                                      f"command: {' '.join(self.cmd)}\n{_tail(out)}") from e  # fmt: skip
+                if time.monotonic() > deadline:
+                    raise DeviceError(f"QEMU's serial socket {self.url} did not open within {wait_s:g} s; "
+                                      f"command: {' '.join(self.cmd)}") from e  # fmt: skip
+                time.sleep(0.05)
+
+    def finish(self, timeout_s: float = 10.0) -> tuple[int, str]:
+        """Wait for QEMU to exit (the firmware exits after its report); its exit code and console output."""
+        assert self.proc is not None
+        try:
+            out, _ = self.proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+            return -1, out.decode("utf-8", "replace")
+        return self.proc.returncode, out.decode("utf-8", "replace")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        if self._tmp is not None:
+            self._tmp.cleanup()

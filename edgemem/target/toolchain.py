@@ -74,8 +74,19 @@ def _linker_context(board: Board, stack_size: int, split_regions: bool) -> dict:
     }
 
 
+def profile_defines(board: Board) -> dict[str, str]:
+    """Extra -D macros of a profiling build: per-step reports over the board's UART, inputs in flash."""
+    if board.qemu.uart is None:
+        raise ToolchainError(
+            f"board {board.name} has no [qemu.uart] in its board file, so a profiling build has no serial port to "
+            "report over; add the UART of its serial port 0 (kind and base address) to the board file."
+        )
+    return {"EDGEMEM_PROFILE": "1", "EM_CONSOLE_UART": "1", "EM_INPUTS_EMBEDDED": "1"}
+
+
 def render_firmware_files(
-    board: Board, project_dir: str | Path, *, stack_size: int | None = None, split_regions: bool = False
+    board: Board, project_dir: str | Path, *, stack_size: int | None = None, split_regions: bool = False,
+    profile: bool = False,
 ) -> list[Path]:
     """Write linker.ld and Makefile for `board` into project_dir and copy the runtime C (firmware/*.c, *.h).
 
@@ -95,7 +106,7 @@ def render_firmware_files(
     makefile = env.get_template("Makefile.j2").render(
         board=board,
         cpu_flags=board.core.gcc_flags,
-        defines=board.c_defines(),
+        defines={**board.c_defines(), **(profile_defines(board) if profile else {})},
         qemu_args=qemu_args(board),
     )
     (project / "Makefile").write_text(makefile)

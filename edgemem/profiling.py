@@ -1,0 +1,113 @@
+"""`edgemem profile`: run a profiling build on the device (or QEMU) and compare it with the plan, step by step.
+
+A profiling build (`edgemem build --profile`) reports after every step of the schedule the arena high-water
+mark of each pool, the stack high-water mark and the step's timer ticks, over the board's UART. The same
+pyserial code reads a real board's serial port or QEMU's UART socket. The planner predicted each step's
+high-water mark exactly (`edgemem.json`, "profile"), so any difference is a bug: the table shows both.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .board import Board, load_board
+from .errors import DeviceError, EdgememError
+from .pipeline import _compare, _reference_outputs, load_build_info
+from .target.qemu import QemuSerial, parse_device_output
+from .target.serial_link import DEFAULT_BAUD, SerialTranscript, open_port, read_report
+
+PROFILE_JSON = "profile.json"
+
+
+def _read_from_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[SerialTranscript, str]:
+    with QemuSerial(elf, board, timeout_s) as q:
+        link = q.connect()
+        try:
+            transcript = read_report(link, timeout_s=timeout_s, where=f"QEMU {board.qemu.machine} UART ({q.url})")
+        finally:
+            link.close()
+        q.finish()
+    return transcript, f"QEMU {board.qemu.machine} (serial over {q.url})"
+
+
+def _read_from_port(port: str, baud: int, timeout_s: float) -> tuple[SerialTranscript, str]:
+    link = open_port(port, baud)
+    try:
+        return read_report(link, timeout_s=timeout_s, where=port), f"serial {port} at {baud} baud"
+    finally:
+        link.close()
+
+
+def _step_rows(predicted: dict, measured: list[dict], board: Board, on_qemu: bool) -> list[dict]:
+    if len(measured) != len(predicted["steps"]):
+        raise DeviceError(
+            f"the device reported {len(measured)} steps but the build has {len(predicted['steps'])}: the firmware "
+            "does not belong to this build directory. Rebuild and flash it again."
+        )
+    ipt = board.qemu.instructions_per_tick
+    rows = []
+    for pred, meas in zip(predicted["steps"], measured):
+        row = {
+            "step": pred["step"], "op": pred["op"], "kind": pred["kind"],
+            "predicted_live_bytes": pred["live_bytes"],
+            "predicted_high_water_bytes": sum(pred["high_water_bytes"]),
+            "measured_high_water_bytes": sum(meas["high_water_bytes"]),
+            "pools_match": pred["high_water_bytes"] == meas["high_water_bytes"],
+            "stack_high_water_bytes": meas["stack_bytes"],
+            "ticks": meas["ticks"],
+        }  # fmt: skip
+        if on_qemu:
+            row["instructions"] = int(meas["ticks"] * ipt)
+        rows.append(row)
+    return rows
+
+
+def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = None, timeout_s: float = 120.0,
+            save: str | Path | None = None) -> dict:
+    """Profile the build in out_dir on the device at `port` (pyserial URL or device), or under QEMU without one.
+
+    Returns the report (also written as JSON to `save`, by default out_dir/profile.json)."""
+    import numpy as np
+
+    out_dir = Path(out_dir)
+    info = load_build_info(out_dir)
+    predicted = info.get("profile")
+    if predicted is None:
+        raise EdgememError(
+            f"'{out_dir}' is not a profiling build, so its firmware reports no per-step figures. Rebuild it with "
+            "`edgemem build --profile ...` and profile that directory."
+        )
+    board = load_board(info["board"])
+    if port is None:
+        transcript, source = _read_from_qemu(out_dir / "firmware.elf", board, timeout_s)
+    else:
+        transcript, source = _read_from_port(port, baud or board.serial_baud or DEFAULT_BAUD, timeout_s)
+    report = parse_device_output(transcript.text, 0, board.name)
+    if report.errors or not report.finished:
+        problems = "; ".join(report.errors) or "no 'EDGEMEM end' line"
+        raise DeviceError(f"the profiling run on {source} failed: {problems}\ndevice output:\n{transcript.text[-3000:]}")
+    rows = _step_rows(predicted, report.steps, board, on_qemu=port is None)
+    outputs = [np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"])
+               for raw, spec in zip(report.outputs, info["outputs"])]  # fmt: skip
+    from .reference import seeded_inputs
+
+    inputs = seeded_inputs(info["model"], predicted["seed"])
+    result = {
+        "model": info["model"], "board": info["board"], "source": source, "seed": predicted["seed"],
+        "steps": rows,
+        "arena_bytes": info["arena_bytes"],
+        "arena_high_water_bytes": report.arena_high_water_bytes,
+        "arena_matches_plan": all(r["pools_match"] for r in rows)
+        and report.arena_high_water_bytes == info["arena_bytes"],
+        "peak_stack_bytes": report.peak_stack_bytes,
+        "total_ticks": sum(r["ticks"] for r in rows),
+        "lines_dropped": transcript.dropped,
+    }  # fmt: skip
+    if port is None:
+        result["total_instructions"] = sum(r["instructions"] for r in rows)
+    result.update(_compare(outputs, _reference_outputs(info["model"], inputs), info["outputs"]))
+    path = Path(save) if save is not None else out_dir / PROFILE_JSON
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    result["saved_to"] = str(path)
+    return result
