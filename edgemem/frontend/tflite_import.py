@@ -132,7 +132,7 @@ def _converter_class():
     class EdgememConverter(tf.OperatorConverter):
         # Layout-only ops are exact on int8 data; the stock list refuses them.
         _SUPPORTED_QUANTIZED_OPS = tf.OperatorConverter._SUPPORTED_QUANTIZED_OPS | {
-            "PAD", "PADV2", "TRANSPOSE", "SQUEEZE", "STRIDED_SLICE",
+            "PAD", "PADV2", "TRANSPOSE", "SQUEEZE", "STRIDED_SLICE", "RESIZE_NEAREST_NEIGHBOR",
         }
 
         def get_tensors(self, tensors_idx_list):

@@ -125,3 +125,30 @@ def multiply_by_quantized_multiplier(x: tirx.PrimExpr, multiplier, shift) -> tir
 
 def clamp_to_int8(x: tirx.PrimExpr, act_min: int, act_max: int, dtype: str = "int8") -> tirx.PrimExpr:
     return tirx.Cast(dtype, tirx.Min(tirx.Max(x, tirx.const(act_min, "int32")), tirx.const(act_max, "int32")))
+
+
+# ---------------------------------------------------------------- more operators' host-side multipliers
+
+def _f64(scale) -> float:
+    """A float32 quantization scale widened to double, as TFLM's static_cast<double>."""
+    return float(np.float32(scale))
+
+
+def rescale_multiplier(input_scale: float, output_scale: float) -> tuple[int, int]:
+    """QUANTIZE (int8 -> int8) and MEAN: QuantizeMultiplier(double(in) / double(out))."""
+    return quantize_multiplier(_f64(input_scale) / _f64(output_scale))
+
+
+def mul_multiplier(scale1: float, scale2: float, output_scale: float) -> tuple[int, int]:
+    """MUL: QuantizeMultiplier(double(s1) * double(s2) / double(out))."""
+    return quantize_multiplier(_f64(scale1) * _f64(scale2) / _f64(output_scale))
+
+
+def mean_multiplier(input_scale: float, output_scale: float, count: int) -> tuple[int, int]:
+    """MEAN over ``count`` elements, TFLM's QuantizedMeanOrSum: the rescale multiplier with
+    1/count folded in by shifting the significand left by floor(log2(count)) (at most 32, and
+    keeping the final shift >= -31) and dividing it by count in int64 (truncating)."""
+    multiplier, shift = rescale_multiplier(input_scale, output_scale)
+    extra = min(count.bit_length() - 1, 32, 31 + shift)
+    multiplier = (multiplier << extra) // count  # both non-negative: C's truncation is floor
+    return int(multiplier), shift - extra

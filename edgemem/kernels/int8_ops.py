@@ -240,3 +240,205 @@ def softmax(shape, in_scale, in_zp, beta, out_scale, out_zp):
         sch.compute_at(sch.get_sblock("denom"), row_loop)
         sch.compute_at(sch.get_sblock("mx"), sch.get_loops(sch.get_sblock("denom"))[len(lead) - 1])
     return sch.mod["main"]
+
+
+# ---------------------------------------------------------------- data movement (no arithmetic)
+
+def pad(x_shape, pad_before, pad_after, pad_value: int):
+    """PAD / PADV2 on int8: TFLM writes the pad value (the output zero point unless given)."""
+    x = te.placeholder(x_shape, "int8", name="x")
+    out_shape = tuple(int(d) + int(b) + int(a) for d, b, a in zip(x_shape, pad_before, pad_after))
+
+    def out_fn(*idx):
+        src = [i - int(b) for i, b in zip(idx, pad_before)]
+        inside = tirx.all(*[_in_bounds(s, int(d)) for s, d in zip(src, x_shape)])
+        # Clamped indices keep the (never taken) load in bounds for the C compiler's sake.
+        safe = [tirx.Min(tirx.Max(s, 0), int(d) - 1) for s, d in zip(src, x_shape)]
+        return tirx.if_then_else(inside, x[tuple(safe)], tirx.const(pad_value, "int8"))
+
+    out = te.compute(out_shape, out_fn, name="out")
+    return te.create_prim_func([x, out])
+
+
+def strided_slice(x_shape, begin, strides, out_shape):
+    """STRIDED_SLICE with the frontend's resolved begin/stride per axis: a copy."""
+    x = te.placeholder(x_shape, "int8", name="x")
+    out = te.compute(
+        tuple(out_shape),
+        lambda *idx: x[tuple(int(b) + i * int(s) for i, b, s in zip(idx, begin, strides))],
+        name="out",
+    )
+    return te.create_prim_func([x, out])
+
+
+def transpose(x_shape, axes):
+    """TRANSPOSE: out[i_0..i_n] = x[...] with out axis k reading x axis axes[k]."""
+    x = te.placeholder(x_shape, "int8", name="x")
+    out_shape = tuple(int(x_shape[a]) for a in axes)
+
+    def out_fn(*idx):
+        src = [None] * len(axes)
+        for k, a in enumerate(axes):
+            src[a] = idx[k]
+        return x[tuple(src)]
+
+    out = te.compute(out_shape, out_fn, name="out")
+    return te.create_prim_func([x, out])
+
+
+def concatenation(shapes, axis: int):
+    """CONCATENATION of int8 tensors with one quantization (TFLM requires it): a copy."""
+    xs = [te.placeholder(s, "int8", name=f"x{i}") for i, s in enumerate(shapes)]
+    out_shape = list(shapes[0])
+    out_shape[axis] = sum(int(s[axis]) for s in shapes)
+    starts = [0]
+    for s in shapes[:-1]:
+        starts.append(starts[-1] + int(s[axis]))
+
+    def out_fn(*idx):
+        value = None
+        for x, start, s in zip(xs, starts, shapes):  # later inputs override from their start on
+            local = list(idx)
+            local[axis] = tirx.Max(idx[axis] - start, 0) if start else idx[axis]
+            local[axis] = tirx.Min(local[axis], int(s[axis]) - 1)
+            load = x[tuple(local)]
+            value = load if value is None else tirx.if_then_else(idx[axis] >= start, load, value)
+        return value
+
+    out = te.compute(tuple(out_shape), out_fn, name="out")
+    return te.create_prim_func(xs + [out])
+
+
+def resize_nearest(x_shape, out_hw):
+    """RESIZE_NEAREST_NEIGHBOR (NHWC) through source-row/column tables computed on the host with
+    TFLM's float formula (int32 constants, out_h + out_w entries)."""
+    n, h, w, c = x_shape
+    oh, ow = out_hw
+    x = te.placeholder(x_shape, "int8", name="x")
+    rows = te.placeholder((oh,), "int32", name="rows")
+    cols = te.placeholder((ow,), "int32", name="cols")
+    out = te.compute((n, oh, ow, c), lambda b, i, j, ch: x[b, rows[i], cols[j], ch], name="out")
+    return te.create_prim_func([x, rows, cols, out])
+
+
+# ---------------------------------------------------------------- arithmetic on int8
+
+def mean(x_shape, axes, keep_dims: bool, in_zp, multiplier, shift, out_zp):
+    """MEAN over any axes, TFLM's QuantizedMeanOrSum: the int32 sum of (x - in_zp) times a
+    multiplier that already folds in 1/count (see fixed_point.mean_multiplier)."""
+    axes = sorted(int(a) for a in axes)
+    x = te.placeholder(x_shape, "int8", name="x")
+    reduce_axes = {a: te.reduce_axis((0, int(x_shape[a])), f"r{a}") for a in axes}
+    out_shape = tuple(1 if a in reduce_axes else int(d) for a, d in enumerate(x_shape) if keep_dims or a not in reduce_axes)
+
+    def source_index(idx):
+        src, k = [], 0
+        for a in range(len(x_shape)):
+            if a in reduce_axes:
+                src.append(reduce_axes[a])
+                k += 1 if keep_dims else 0
+            else:
+                src.append(idx[k])
+                k += 1
+        return tuple(src)
+
+    acc = te.compute(
+        out_shape,
+        lambda *idx: te.sum(x[source_index(idx)].astype("int32") - in_zp, axis=list(reduce_axes.values())),
+        name="acc",
+    )
+
+    def out_fn(*idx):
+        v = multiply_by_quantized_multiplier(acc[idx], multiplier, shift) + out_zp
+        return clamp_to_int8(v, -128, 127)
+
+    out = te.compute(out_shape, out_fn, name="out")
+    return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])
+
+
+def _broadcast_index(idx, shape, out_rank):
+    """numpy broadcasting: right-align ``shape`` under the output, size-1 axes read index 0."""
+    lead = out_rank - len(shape)
+    return tuple(0 if int(d) == 1 else idx[lead + k] for k, d in enumerate(shape))
+
+
+def mul(a_shape, b_shape, out_shape, a_zp, b_zp, multiplier, shift, rq: Requant):
+    """MUL (TFLM's MulElementwise / BroadcastMul): (a - a_zp) * (b - b_zp), one requantization."""
+    a = te.placeholder(a_shape, "int8", name="a")
+    b = te.placeholder(b_shape, "int8", name="b")
+    rank = len(out_shape)
+
+    def out_fn(*idx):
+        va = a[_broadcast_index(idx, a_shape, rank)].astype("int32") - a_zp
+        vb = b[_broadcast_index(idx, b_shape, rank)].astype("int32") - b_zp
+        v = multiply_by_quantized_multiplier(va * vb, multiplier, shift) + rq.out_zp
+        return clamp_to_int8(v, rq.act_min, rq.act_max)
+
+    out = te.compute(tuple(out_shape), out_fn, name="out")
+    return te.create_prim_func([a, b, out])
+
+
+def broadcast_add(a_shape, b_shape, out_shape, in1_zp, in2_zp, left_shift, m1, s1, m2, s2, m_out, s_out, rq: Requant):
+    """ADD with numpy broadcasting (TFLM's BroadcastAdd6DSlow): the same arithmetic per element
+    as ``add``, operands read through broadcast indices."""
+    a = te.placeholder(a_shape, "int8", name="a")
+    b = te.placeholder(b_shape, "int8", name="b")
+    rank = len(out_shape)
+
+    def out_fn(*idx):
+        va = (a[_broadcast_index(idx, a_shape, rank)].astype("int32") - in1_zp) * (1 << left_shift)
+        vb = (b[_broadcast_index(idx, b_shape, rank)].astype("int32") - in2_zp) * (1 << left_shift)
+        sa = multiply_by_quantized_multiplier(va, m1, s1)
+        sb = multiply_by_quantized_multiplier(vb, m2, s2)
+        v = multiply_by_quantized_multiplier(sa + sb, m_out, s_out) + rq.out_zp
+        return clamp_to_int8(v, rq.act_min, rq.act_max)
+
+    out = te.compute(tuple(out_shape), out_fn, name="out")
+    return te.create_prim_func([a, b, out])
+
+
+def requantize(shape, in_zp, multiplier, shift, out_zp):
+    """QUANTIZE int8 -> int8 (TFLM's Requantize): (x - in_zp) rescaled, plus out_zp."""
+    x = te.placeholder(shape, "int8", name="x")
+
+    def out_fn(*idx):
+        v = multiply_by_quantized_multiplier(x[idx].astype("int32") - in_zp, multiplier, shift) + out_zp
+        return clamp_to_int8(v, -128, 127)
+
+    out = te.compute(tuple(shape), out_fn, name="out")
+    return te.create_prim_func([x, out])
+
+
+# ---------------------------------------------------------------- float <-> int8 at the model's edges
+
+def quantize_float(shape, scale: float, zero_point: int):
+    """QUANTIZE float32 -> int8, TFLM's AffineQuantize: round(x / scale) + zp, clamped.
+
+    The quotient is a float32 division (as TFLM: ``val / static_cast<float>(scale)``) and the
+    rounding is std::round (ties away from zero), done exactly without roundf: with t = trunc(q),
+    q - t is exact in float32, so comparing it with +-0.5 decides the tie the same way."""
+    x = te.placeholder(shape, "float32", name="x")
+    limit = tirx.const(1024.0, "float32")  # far outside int8 after the zero point; keeps the cast defined
+
+    def out_fn(*idx):
+        q = x[idx] / tirx.const(float(scale), "float32")
+        q = tirx.Min(tirx.Max(q, -limit), limit)
+        t = q.astype("int32")  # truncation toward zero
+        frac = q - t.astype("float32")
+        rounded = t + tirx.Select(frac >= 0.5, 1, 0) - tirx.Select(frac <= -0.5, 1, 0)
+        return clamp_to_int8(rounded + zero_point, -128, 127)
+
+    out = te.compute(tuple(shape), out_fn, name="out")
+    return te.create_prim_func([x, out])
+
+
+def dequantize_float(shape, scale: float, zero_point: int):
+    """DEQUANTIZE int8 -> float32, TFLM: float(scale * (x - zp)) with scale in double. (x - zp)
+    has at most 9 bits, so the double product is exact and one float32 multiply rounds it the same."""
+    x = te.placeholder(shape, "int8", name="x")
+    out = te.compute(
+        tuple(shape),
+        lambda *idx: (x[idx].astype("int32") - zero_point).astype("float32") * tirx.const(float(scale), "float32"),
+        name="out",
+    )
+    return te.create_prim_func([x, out])

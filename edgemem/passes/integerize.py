@@ -8,6 +8,12 @@ Reshapes of int8 tensors stay Relax reshapes (views, no copy).
 
 Every recognised island is one TFLite operator; anything else is reported with the Relax binding
 and op it stopped at, so an unsupported model fails loudly instead of silently running in float.
+
+Islands (``quantize(f(dequantize(x), ...))``): CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD and
+MUL (constant or broadcast operands too), MEAN over any axes, SOFTMAX, CONCATENATION (one
+quantization), QUANTIZE int8 -> int8, and QUANTIZE of a float model input. Ops the frontend keeps on
+int8 directly (PAD, STRIDED_SLICE, TRANSPOSE, RESIZE_NEAREST_NEIGHBOR, pools) become copy kernels;
+a DEQUANTIZE that is a model output becomes an int8 -> float32 kernel.
 """
 
 from __future__ import annotations
@@ -23,10 +29,19 @@ from ..kernels import int8_ops
 from ..kernels.fixed_point import (
     conv_multipliers,
     fully_connected_multiplier,
+    mean_multiplier,
+    mul_multiplier,
     quantize_multiplier,
     quantize_round,
+    rescale_multiplier,
 )
 from ..kernels.int8_ops import Requant
+
+SUPPORTED_INT8_OPS = (
+    "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL", "MEAN", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+    "RESHAPE", "SOFTMAX", "PAD", "PADV2", "STRIDED_SLICE", "TRANSPOSE", "CONCATENATION", "RESIZE_NEAREST_NEIGHBOR",
+    "QUANTIZE", "DEQUANTIZE",
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------- reading the QDQ graph
@@ -182,6 +197,14 @@ def _activation_from_clip(lo: float, hi: float, scale: float, zp: int) -> tuple[
 # ---------------------------------------------------------------- the rewrite
 
 class _Integerizer:
+    # int8 -> int8 operators the frontend leaves on integers (no QDQ island): Relax op -> handler
+    _MOVES = {
+        "nn.pad": "_pad",
+        "strided_slice": "_strided_slice",
+        "permute_dims": "_transpose",
+        "image.resize2d": "_resize",
+    }
+
     def __init__(self, func):
         self.g = _Graph(func)
         self.func = func
@@ -190,10 +213,10 @@ class _Integerizer:
         self.count = 0
 
     # -- emission
-    def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int):
+    def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8"):
         prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs))
         gv = self.bb.add_func(prim, name)
-        call = relax.call_tir(gv, args, relax.TensorType(out_shape, "int8"))
+        call = relax.call_tir(gv, args, relax.TensorType(tuple(out_shape), dtype))
         return self.bb.emit(call)
 
     def _name(self, kind: str) -> str:
@@ -211,6 +234,7 @@ class _Integerizer:
     def run(self):
         clip_of = {}  # quantize var -> (lo, hi) of the int8 clip that immediately follows it
         alias = {}
+        self.outputs = set(self._output_vars())
         for var, value in self.g.defs.items():
             if _op(value) == "clip" and _dtype(var) == "int8":
                 src = value.args[0]
@@ -227,32 +251,46 @@ class _Integerizer:
                 for block in self.func.body.blocks:
                     for b in block.bindings:
                         self._binding(b.var, b.value, clip_of, alias)
-                out = self.func.body.body
-                outs = out.fields if isinstance(out, relax.Tuple) else [out]
+                outs = self._output_vars()
                 new_outs = [self._act(alias.get(o, o)) for o in outs]
-                result = self.bb.emit_output(new_outs[0] if len(new_outs) == 1 else relax.Tuple(new_outs))
-            self.bb.emit_func_output(result, params)
+                # One output binding per output; the function returns their tuple (no tuple binding,
+                # which the graph reader would not take for a kernel).
+                results = [self.bb.emit_output(o) for o in new_outs]
+            self.bb.emit_func_output(results[0] if len(results) == 1 else relax.Tuple(results), params)
         return self.bb.get()
 
+    def _output_vars(self) -> list:
+        """The model outputs, through the frontend's ``gv = (a, b, c)`` tuple of several outputs."""
+        body = self.func.body.body
+        if isinstance(body, relax.Var) and isinstance(self.g.defs.get(body), relax.Tuple):
+            body = self.g.defs[body]
+        return list(body.fields) if isinstance(body, relax.Tuple) else [body]
+
     def _binding(self, var, value, clip_of, alias):
+        if isinstance(value, relax.Tuple):
+            return  # the outputs' tuple, rebuilt from the new outputs at the end
         op = _op(value)
         if var in alias:
             self.env[var] = self._act(alias[var])
             return
         if _dtype(var) != "int8":
-            return  # float or int32 intermediates are consumed by the island that quantizes them
+            if op == "dequantize" and var in self.outputs:
+                self.env[var] = self._dequantize_output(var, value)
+            return  # other float or int32 intermediates are consumed by the island that quantizes them
         if op == "quantize":
             self.env[var] = self._quantized(var, value, clip_of.get(var))
         elif op == "reshape" and isinstance(value.args[0], relax.Var) and value.args[0] in self.env:
             self.env[var] = self.bb.emit(relax.op.reshape(self._act(value.args[0]), _shape(var)))
         elif op == "astype":
             self.env[var] = self._int_pool(var, value)
-        elif op == "max_pool2d" and _dtype(value.args[0]) == "int8":
+        elif op == "nn.max_pool2d" and _dtype(value.args[0]) == "int8":
             self.env[var] = self._pool(var, value, value.args[0], "MAX_POOL_2D")
         elif op in ("permute_dims", "reshape") and _const_tree(self.g, value) is not None:
             return  # a constant weight in the making
+        elif op in self._MOVES and isinstance(value.args[0], relax.Var) and value.args[0] in self.env:
+            self.env[var] = getattr(self, self._MOVES[op])(var, value)
         else:
-            raise UnsupportedModelError(f"edgemem cannot run '{op}' (Relax binding {var.name}) on int8 data as integers yet. Supported int8 operators: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, AVERAGE_POOL_2D, MAX_POOL_2D, RESHAPE, SOFTMAX.")
+            raise UnsupportedModelError(f"edgemem cannot run '{op}' (Relax binding {var.name}) on int8 data as integers yet. Supported int8 operators: {', '.join(SUPPORTED_INT8_OPS)}.")
 
     # -- islands
     def _quantized(self, var, value, clip):
@@ -280,7 +318,7 @@ class _Integerizer:
         if _op(expr) == "add":
             lhs, rhs = (self.g.value(a) for a in expr.args)
             d_l, d_r = _dequant(self.g, lhs), _dequant(self.g, rhs)
-            if d_l is not None and d_r is not None and not d_l.is_const and not d_r.is_const:
+            if d_l is not None and d_r is not None and not (d_l.is_const and d_r.is_const):
                 return self._add(out_shape, d_l, d_r, out_scale, rq)
             bias_d = d_r if d_r is not None and d_r.is_const else None
             if bias_d is None and _op(rhs) == "dequantize":
@@ -300,8 +338,19 @@ class _Integerizer:
                 raise UnsupportedModelError(f"softmax before {var.name} is not over the last axis of an int8 tensor.")
             prim = int8_ops.softmax(_shape(d.source), d.scalar_scale, d.scalar_zp, 1.0, out_scale, out_zp)
             return self._call(self._name("softmax"), prim, [self._act(d.source)], out_shape, "SOFTMAX", 0)
+        if op == "multiply":
+            return self._mul(var, expr, out_scale, rq)
+        if op == "mean":
+            return self._mean(var, expr, out_scale, out_zp)
+        if op == "concat":
+            return self._concat(var, expr, out_scale, out_zp)
+        if op == "dequantize" and act == "NONE":
+            return self._requantize(var, expr, out_scale, out_zp)
+        if op is None and expr in self.env and _dtype(expr) == "float32":
+            prim = int8_ops.quantize_float(out_shape, out_scale, out_zp)
+            return self._call(self._name("quantize"), prim, [self._act(expr)], out_shape, "QUANTIZE", 0)
         if op is None and isinstance(expr, relax.Var) and _dtype(expr) == "float32":
-            raise UnsupportedModelError(f"QUANTIZE of the float tensor '{expr.name}' (a model with float inputs) is not supported yet; edgemem runs int8 models with int8 inputs and outputs.")
+            raise UnsupportedModelError(f"QUANTIZE of the float tensor '{expr.name}' that is not a model input is not supported; edgemem quantizes float data only at the model's inputs.")
         raise UnsupportedModelError(f"edgemem does not know the int8 form of '{op}' (before Relax binding {var.name}).")
 
     def _conv(self, conv, bias, out_scale, out_shape, rq):
@@ -358,9 +407,22 @@ class _Integerizer:
             args.append(relax.const(bias.astype(np.int32)))
         return self._call(self._name("fully_connected"), prim, args, out_shape, "FULLY_CONNECTED", int(np.prod(out_shape)) * w.shape[1])
 
+    def _operand(self, d: Dequant, what: str):
+        """(Relax argument, shape) of an element-wise operand: an int8 activation or an int8
+        constant (per-tensor quantized: one scale for the whole operand)."""
+        if d.scale.size != 1:
+            raise UnsupportedModelError(f"{what} operand with per-channel quantization ({d.scale.size} scales); TFLite {what} takes per-tensor int8 operands.")
+        if d.is_const:
+            if d.source.dtype != np.int8:
+                raise UnsupportedModelError(f"{what} with a constant {d.source.dtype} operand; TFLite int8 {what} takes int8 operands.")
+            value = np.ascontiguousarray(d.source)
+            return relax.const(value), tuple(value.shape)
+        return self._act(d.source), _shape(d.source)
+
     def _add(self, out_shape, d1: Dequant, d2: Dequant, out_scale, rq):
-        if _shape(d1.source) != _shape(d2.source) or _shape(d1.source) != tuple(out_shape):
-            raise UnsupportedModelError(f"broadcasting ADD {_shape(d1.source)} + {_shape(d2.source)} is not supported yet.")
+        same_shape = not d1.is_const and not d2.is_const and _shape(d1.source) == _shape(d2.source) == tuple(out_shape)
+        if not same_shape:
+            return self._broadcast_add(out_shape, d1, d2, out_scale, rq)
         left_shift = 20
         s1, s2 = np.float32(d1.scalar_scale), np.float32(d2.scalar_scale)
         twice_max = 2.0 * float(max(s1, s2))
@@ -370,6 +432,119 @@ class _Integerizer:
         prim = int8_ops.add(tuple(out_shape), d1.scalar_zp, d2.scalar_zp, left_shift, m1, sh1, m2, sh2, mo, sho, rq)
         args = [self._act(d1.source), self._act(d2.source)]
         return self._call(self._name("add"), prim, args, out_shape, "ADD", 0)
+
+    @staticmethod
+    def _add_multipliers(s1, s2, out_scale, left_shift):
+        """TFLM's ADD: both inputs rescaled to twice the larger input scale, then to the output."""
+        s1, s2 = np.float32(s1), np.float32(s2)
+        twice_max = 2.0 * float(max(s1, s2))
+        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
+        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
+        mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * float(np.float32(out_scale))))
+        return m1, sh1, m2, sh2, mo, sho
+
+    def _broadcast_add(self, out_shape, d1: Dequant, d2: Dequant, out_scale, rq):
+        """ADD with a constant operand or numpy broadcasting (TFLM's broadcast path: the same
+        per-element arithmetic)."""
+        (a, a_shape), (b, b_shape) = self._operand(d1, "ADD"), self._operand(d2, "ADD")
+        mults = self._add_multipliers(d1.scalar_scale, d2.scalar_scale, out_scale, 20)
+        prim = int8_ops.broadcast_add(a_shape, b_shape, tuple(out_shape), d1.scalar_zp, d2.scalar_zp, 20, *mults, rq)
+        return self._call(self._name("add"), prim, [a, b], out_shape, "ADD", 0)
+
+    def _mul(self, var, expr, out_scale, rq):
+        d1, d2 = (_dequant(self.g, a) for a in expr.args)
+        if d1 is None or d2 is None or (d1.is_const and d2.is_const):
+            raise UnsupportedModelError(f"MUL before {var.name} is not a product of dequantized int8 tensors.")
+        (a, a_shape), (b, b_shape) = self._operand(d1, "MUL"), self._operand(d2, "MUL")
+        m, s = mul_multiplier(d1.scalar_scale, d2.scalar_scale, out_scale)
+        out_shape = _shape(var)
+        prim = int8_ops.mul(a_shape, b_shape, out_shape, d1.scalar_zp, d2.scalar_zp, m, s, rq)
+        return self._call(self._name("mul"), prim, [a, b], out_shape, "MUL", int(np.prod(out_shape)))
+
+    def _mean(self, var, expr, out_scale, out_zp):
+        d = _dequant(self.g, expr.args[0])
+        if d is None or d.is_const:
+            raise UnsupportedModelError(f"MEAN before {var.name} is not over a dequantized int8 tensor.")
+        x_shape = _shape(d.source)
+        axes = sorted({int(a) % len(x_shape) for a in expr.attrs.axis})
+        count = int(np.prod([x_shape[a] for a in axes]))
+        m, s = mean_multiplier(d.scalar_scale, out_scale, count)
+        prim = int8_ops.mean(x_shape, axes, bool(expr.attrs.keepdims), d.scalar_zp, m, s, out_zp)
+        return self._call(self._name("mean"), prim, [self._act(d.source)], _shape(var), "MEAN", 0)
+
+    def _concat(self, var, expr, out_scale, out_zp):
+        parts = expr.args[0].fields if isinstance(expr.args[0], relax.Tuple) else None
+        ds = [_dequant(self.g, p) for p in parts or []]
+        if not ds or any(d is None or d.is_const for d in ds):
+            raise UnsupportedModelError(f"CONCATENATION before {var.name} is not of dequantized int8 activations.")
+        for d in ds:
+            if np.float32(d.scalar_scale) != np.float32(out_scale) or d.scalar_zp != out_zp:
+                raise UnsupportedModelError(f"CONCATENATION before {var.name} mixes quantizations (scale {d.scalar_scale} zero point {d.scalar_zp} vs output {out_scale}, {out_zp}); TFLite Micro requires one quantization for int8.")
+        shapes = [_shape(d.source) for d in ds]
+        axis = int(expr.attrs.axis) % len(shapes[0])
+        prim = int8_ops.concatenation(shapes, axis)
+        return self._call(self._name("concatenation"), prim, [self._act(d.source) for d in ds], _shape(var), "CONCATENATION", 0)
+
+    def _requantize(self, var, expr, out_scale, out_zp):
+        """TFLite QUANTIZE from int8 to int8 (a change of scale/zero point)."""
+        d = _dequant(self.g, expr)
+        if d is None or d.is_const:
+            raise UnsupportedModelError(f"QUANTIZE before {var.name} does not read an int8 activation.")
+        m, s = rescale_multiplier(d.scalar_scale, out_scale)
+        shape = _shape(var)
+        prim = int8_ops.requantize(shape, d.scalar_zp, m, s, out_zp)
+        return self._call(self._name("quantize"), prim, [self._act(d.source)], shape, "QUANTIZE", 0)
+
+    def _dequantize_output(self, var, value):
+        """DEQUANTIZE of an int8 activation into a float32 model output."""
+        d = _dequant(self.g, var)
+        if d is None or d.is_const or d.scale.size != 1:
+            raise UnsupportedModelError(f"model output {var.name} is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
+        shape = _shape(var)
+        prim = int8_ops.dequantize_float(shape, d.scalar_scale, d.scalar_zp)
+        return self._call(self._name("dequantize"), prim, [self._act(d.source)], shape, "DEQUANTIZE", 0, dtype="float32")
+
+    # -- int8 data movement (the frontend keeps these on integers)
+    def _pad(self, var, value):
+        a = value.attrs
+        if str(a.pad_mode) != "constant":
+            raise UnsupportedModelError(f"PAD mode {a.pad_mode} at {var.name} (TFLite PAD is constant).")
+        widths = [int(w) for w in a.pad_width]
+        pad_value = int(round(float(a.pad_value)))  # the zero point (PAD) or constant_values (PADV2)
+        prim = int8_ops.pad(_shape(value.args[0]), widths[0::2], widths[1::2], pad_value)
+        return self._call(self._name("pad"), prim, [self._act(value.args[0])], _shape(var), "PAD", 0)
+
+    def _strided_slice(self, var, value):
+        x_shape, out_shape = _shape(value.args[0]), _shape(var)
+        axes, begin, _end, strides = ([int(f.value) for f in t.fields] for t in value.args[1:5])
+        full_begin, full_strides = [0] * len(x_shape), [1] * len(x_shape)
+        for ax, b, st in zip(axes, begin, strides):
+            dim = x_shape[ax]
+            full_begin[ax] = min(max(b + dim if b < 0 else b, 0), dim)
+            full_strides[ax] = st
+        for d, b, st, n in zip(x_shape, full_begin, full_strides, out_shape):
+            if st <= 0 or (n > 0 and b + (n - 1) * st >= d):
+                raise UnsupportedModelError(f"STRIDED_SLICE at {var.name} (begin {begin}, strides {strides} on {x_shape}) is not supported: only positive strides.")
+        prim = int8_ops.strided_slice(x_shape, full_begin, full_strides, out_shape)
+        return self._call(self._name("strided_slice"), prim, [self._act(value.args[0])], out_shape, "STRIDED_SLICE", 0)
+
+    def _transpose(self, var, value):
+        axes = [int(a) for a in value.attrs.axes]
+        prim = int8_ops.transpose(_shape(value.args[0]), axes)
+        return self._call(self._name("transpose"), prim, [self._act(value.args[0])], _shape(var), "TRANSPOSE", 0)
+
+    def _resize(self, var, value):
+        a = value.attrs
+        if str(a.method) != "nearest_neighbor" or str(a.layout) != "NHWC":
+            raise UnsupportedModelError(f"resize at {var.name} ({a.method}, {a.layout}) on int8 data: only RESIZE_NEAREST_NEIGHBOR (NHWC).")
+        mode = str(a.coordinate_transformation_mode)
+        align_corners, half_pixel = mode == "align_corners", mode == "half_pixel"
+        x_shape, out_shape = _shape(value.args[0]), _shape(var)
+        rows = nearest_neighbor_sources(x_shape[1], out_shape[1], align_corners, half_pixel)
+        cols = nearest_neighbor_sources(x_shape[2], out_shape[2], align_corners, half_pixel)
+        prim = int8_ops.resize_nearest(x_shape, out_shape[1:3])
+        args = [self._act(value.args[0]), relax.const(rows), relax.const(cols)]
+        return self._call(self._name("resize_nearest_neighbor"), prim, args, out_shape, "RESIZE_NEAREST_NEIGHBOR", 0)
 
     def _int_pool(self, var, value):
         """The frontend's integer avg pool: astype(int8, avg_pool2d(astype(int32, x)))."""
@@ -393,6 +568,25 @@ class _Integerizer:
         build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
         prim = build(x_shape, size, stride, pad, out_shape, rq)
         return self._call(self._name(kind), prim, [self._act(x_var)], out_shape, kind, 0)
+
+
+def nearest_neighbor_sources(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+    """Source index of each output row (or column), TFLM's GetNearestNeighbor in float32."""
+    f32 = np.float32
+    if align_corners and out_size > 1:
+        scale = f32(in_size - 1) / f32(out_size - 1)
+    else:
+        scale = f32(in_size) / f32(out_size)
+    offset = f32(0.5) if half_pixel else f32(0.0)
+    sources = []
+    for i in range(out_size):
+        pos = (f32(i) + offset) * scale
+        idx = int(np.floor(pos))
+        if align_corners and pos - f32(idx) >= f32(0.5):  # TfLiteRound: ties away from zero (pos >= 0)
+            idx += 1
+        idx = min(idx, in_size - 1)
+        sources.append(max(idx, 0) if half_pixel else idx)
+    return np.array(sources, dtype=np.int32)
 
 
 def integerize(mod: tvm.IRModule) -> tvm.IRModule:
