@@ -94,6 +94,7 @@ class _Graph:
     def __init__(self, func):
         self.defs: dict = {}
         self.uses: dict = {}
+        self.users: dict = {}  # var -> the binding vars whose value reads it
         self._consts: dict = {}
         for block in func.body.blocks:
             for b in block.bindings:
@@ -103,6 +104,7 @@ class _Graph:
                     for a in fields:
                         if isinstance(a, relax.Var):
                             self.uses[a] = self.uses.get(a, 0) + 1
+                            self.users.setdefault(a, []).append(b.var)
         body = func.body.body
         for a in (body.fields if isinstance(body, relax.Tuple) else [body]):
             if isinstance(a, relax.Var):
@@ -211,6 +213,8 @@ class _Integerizer:
         self.bb = relax.BlockBuilder()
         self.env: dict = {}  # old int8 var -> new var
         self.count = 0
+        self.folded_pads: dict = {}  # PAD output var -> (its input var, top, left, bottom, right)
+        self.fold_pad = True
 
     # -- emission
     def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8"):
@@ -367,7 +371,12 @@ class _Integerizer:
         stride, dil = [int(s) for s in a.strides], [int(s) for s in a.dilation]
         pad = [int(p) for p in a.padding]
         in_scale, in_zp = d_in.scalar_scale, d_in.scalar_zp
-        x = self._act(d_in.source)
+        if d_in.source in self.folded_pads:  # read the PAD's input; its border becomes the conv's padding
+            src, *extra = self.folded_pads[d_in.source]
+            x_shape, pad = _shape(src), [p + e for p, e in zip(pad, extra)]
+            x = self._act(src)
+        else:
+            x = self._act(d_in.source)
         if np.any(wd.zero_point != 0):
             raise UnsupportedModelError("conv weights with a non-zero zero point (TFLite int8 requires 0).")
         if groups == 1:
@@ -511,8 +520,30 @@ class _Integerizer:
             raise UnsupportedModelError(f"PAD mode {a.pad_mode} at {var.name} (TFLite PAD is constant).")
         widths = [int(w) for w in a.pad_width]
         pad_value = int(round(float(a.pad_value)))  # the zero point (PAD) or constant_values (PADV2)
+        if self.fold_pad and self._pad_folds_into_convs(var, widths, pad_value):
+            # No kernel, no tensor: the padded copy never exists in RAM (issue 5: PAD folding).
+            self.folded_pads[var] = (value.args[0], widths[2], widths[4], widths[3], widths[5])
+            return None
         prim = int8_ops.pad(_shape(value.args[0]), widths[0::2], widths[1::2], pad_value)
         return self._call(self._name("pad"), prim, [self._act(value.args[0])], _shape(var), "PAD", 0)
+
+    def _pad_folds_into_convs(self, var, widths, pad_value) -> bool:
+        """A spatial NHWC PAD with the zero point as value, read only (through its dequantize) as the data
+        input of convolutions: folding is exact, since a border byte equal to the zero point contributes
+        (zp - zp) * w = 0, just like the positions a padded convolution skips."""
+        if len(widths) != 8 or any(widths[i] for i in (0, 1, 6, 7)) or var in self.outputs:
+            return False
+        readers = self.g.users.get(var, [])
+        for deq in readers:
+            d = _dequant(self.g, deq)
+            if _op(self.g.defs.get(deq)) != "dequantize" or d is None or d.scale.size != 1 or d.scalar_zp != pad_value:
+                return False
+            convs = self.g.users.get(deq, [])
+            if deq in self.outputs or not convs or any(
+                _op(self.g.defs.get(c)) != "nn.conv2d" or not self.g.defs[c].args[0].same_as(deq) for c in convs
+            ):
+                return False
+        return bool(readers)
 
     def _strided_slice(self, var, value):
         x_shape, out_shape = _shape(value.args[0]), _shape(var)
@@ -589,7 +620,9 @@ def nearest_neighbor_sources(in_size: int, out_size: int, align_corners: bool, h
     return np.array(sources, dtype=np.int32)
 
 
-def integerize(mod: tvm.IRModule) -> tvm.IRModule:
+def integerize(mod: tvm.IRModule, *, fold_pad: bool = True) -> tvm.IRModule:
     """Rewrite the frontend's QDQ main function into integer kernels. Float-only graphs are not
-    handled here (they have no quantize)."""
-    return _Integerizer(mod["main"]).run()
+    handled here (they have no quantize). fold_pad: PADs feeding only convolutions become their padding."""
+    integerizer = _Integerizer(mod["main"])
+    integerizer.fold_pad = fold_pad
+    return integerizer.run()
