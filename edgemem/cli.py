@@ -72,6 +72,24 @@ def _print_run(res: dict) -> None:
     out.print(t)
 
 
+def _print_symbolic(info: dict, out_dir: Path) -> None:
+    (name, (lo, hi)), = info["dims"].items()
+    out.print(f"symbolic plan written to [bold]{out_dir}[/] (edgemem_plan.c/.h: offsets as functions of {name}); "
+              "no firmware: kernels are compiled for concrete shapes")  # fmt: skip
+    t = Table(title=f"{Path(info['model']).name} on {info['board']}, {name} = {lo}..{hi}", show_header=False)
+    t.add_row("arena (symbolic)", f"{info['arena_expr']}  planner: {info['planner']}")
+    t.add_row("operator order", info["scheduler"])
+    t.add_row("RAM budget", _kib(info["budget_bytes"]))
+    largest = info["largest_fitting"][name]
+    t.add_row(f"largest {name} that fits", f"{largest}" + (" (the whole range)" if largest == hi else ""))
+    out.print(t)
+    s = Table(name, "symbolic plan", "concrete plan", "ratio", "fits")
+    for row in info["sweep"]:
+        s.add_row(str(row[name]), f"{row['symbolic_bytes']:,} B", f"{row['concrete_bytes']:,} B", f"{row['ratio']:.3f}",
+                  "yes" if row["fits"] else "[red]no[/]")  # fmt: skip
+    out.print(s)
+
+
 def _json(obj: dict) -> None:
     sys.stdout.write(json.dumps({k: v for k, v in obj.items() if k != "output_arrays"}, indent=2) + "\n")
 
@@ -89,12 +107,18 @@ def build(
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
+    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
     try:
         from . import pipeline
 
+        if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
+            info = pipeline.plan_symbolic(model, board, dim, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force,
+                                                                                  schedule_seconds=schedule_time), out_dir)
+            _json(info) if as_json else _print_symbolic(info, out_dir)
+            return
         result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                                                         schedule_seconds=schedule_time, profile=profile))
         res = None

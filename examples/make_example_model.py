@@ -53,6 +53,7 @@ import tflite
 HERE = Path(__file__).resolve().parent
 DEFAULT_INT8_PATH = HERE / "kws_tiny_int8.tflite"
 DEFAULT_FLOAT_PATH = HERE / "kws_tiny_float.tflite"
+DEFAULT_SYMBOLIC_PATH = HERE / "kws_tiny_batch_int8.tflite"
 DEFAULT_SEED = 20240601
 
 OP = tflite.BuiltinOperator
@@ -83,6 +84,7 @@ class _Tensor:
     ttype: int
     buffer: int
     quant: dict | None
+    signature: tuple | None = None  # shape_signature (-1 = symbolic), written only when given
 
 
 @dataclass
@@ -108,8 +110,9 @@ class ModelBuilder:
     ops: list = field(default_factory=list)
     opcodes: list = field(default_factory=list)  # [(builtin_code, version)]
 
-    def tensor(self, name, shape, dtype, quant=None) -> int:
-        self.tensors.append(_Tensor(name, tuple(int(d) for d in shape), _NP_TO_TT[np.dtype(dtype)], 0, quant))
+    def tensor(self, name, shape, dtype, quant=None, signature=None) -> int:
+        sig = None if signature is None else tuple(int(d) for d in signature)
+        self.tensors.append(_Tensor(name, tuple(int(d) for d in shape), _NP_TO_TT[np.dtype(dtype)], 0, quant, sig))
         return len(self.tensors) - 1
 
     def const(self, name, array, quant=None) -> int:
@@ -168,6 +171,9 @@ class ModelBuilder:
         for t in self.tensors:
             name = b.CreateString(t.name)
             shape = self._int_vector(b, tflite.TensorStartShapeVector, t.shape, b.PrependInt32)
+            sig = None
+            if t.signature is not None:
+                sig = self._int_vector(b, tflite.TensorStartShapeSignatureVector, t.signature, b.PrependInt32)
             q_off = None
             if t.quant is not None:
                 scale = self._int_vector(
@@ -185,6 +191,8 @@ class ModelBuilder:
                 q_off = tflite.QuantizationParametersEnd(b)
             tflite.TensorStart(b)
             tflite.TensorAddShape(b, shape)
+            if sig is not None:
+                tflite.TensorAddShapeSignature(b, sig)
             tflite.TensorAddType(b, t.ttype)
             tflite.TensorAddBuffer(b, t.buffer)
             tflite.TensorAddName(b, name)
@@ -485,8 +493,10 @@ def calibration_inputs(seed: int, n: int = 64) -> np.ndarray:
     return rng.standard_normal((n,) + INPUT_SHAPE[1:])
 
 
-def build_kws_tiny(seed: int = DEFAULT_SEED, float_model: bool = False) -> bytes:
-    """Serialized kws_tiny model (int8, or float32 with ``float_model``)."""
+def build_kws_tiny(seed: int = DEFAULT_SEED, float_model: bool = False, symbolic_batch: bool = False) -> bytes:
+    """Serialized kws_tiny model (int8, or float32 with ``float_model``). ``symbolic_batch``: every
+    activation's shape_signature has -1 as its batch dim (and RESHAPE's new shape too), as the TFLite
+    converter writes a model with an unknown batch; shapes keep 1 there."""
     W = make_float_weights(seed)
     ranges = {k: (float(v.min()), float(v.max())) for k, v in float_forward(W, calibration_inputs(seed)).items()}
     mb = ModelBuilder(description=f"edgemem kws_tiny ({'float32' if float_model else 'int8'}), seed {seed}")
@@ -514,7 +524,8 @@ def build_kws_tiny(seed: int = DEFAULT_SEED, float_model: bool = False) -> bytes
 
         def act(name, shape, rng_key):
             s, z = aq[rng_key]
-            return mb.tensor(name, shape, np.int8, qparams(s, z))
+            sig = (-1,) + tuple(shape[1:]) if symbolic_batch else None
+            return mb.tensor(name, shape, np.int8, qparams(s, z), signature=sig)
 
         def conv_w(name, w, axis):
             q, s = quantize_symmetric(w, axis)
@@ -560,9 +571,10 @@ def build_kws_tiny(seed: int = DEFAULT_SEED, float_model: bool = False) -> bytes
     p = act("pool", (1, 1, 1, 16), "pool")
     mb.op(OP.AVERAGE_POOL_2D, [s], [p], *pool2d_options((25, 5), 1, PAD.VALID), version=v_int8(2, 1))
     # reshape to [1,16]
-    shp = mb.const("flatten/shape", np.array([1, 16], np.int32))
+    new_shape = [-1 if symbolic_batch else 1, 16]
+    shp = mb.const("flatten/shape", np.array(new_shape, np.int32))
     f = act("flatten", (1, 16), "flat")
-    mb.op(OP.RESHAPE, [p, shp], [f], *reshape_options([1, 16]), version=1)
+    mb.op(OP.RESHAPE, [p, shp], [f], *reshape_options(new_shape), version=1)
     # FULLY_CONNECTED
     wf, sf = fc_w("fc/weights", W["fc_w"])
     bf = bias("fc/bias", W["fc_b"], scale_of("flat"), sf)
@@ -580,9 +592,15 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--output", type=Path, help="output path (default examples/kws_tiny_{int8,float}.tflite)")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--float", dest="float_model", action="store_true", help="write the float32 variant")
+    ap.add_argument("--symbolic-batch", action="store_true",
+                    help="int8 variant whose batch dim is -1 in every activation's shape_signature "
+                         "(default path examples/kws_tiny_batch_int8.tflite)")
     args = ap.parse_args(argv)
-    out = args.output or (DEFAULT_FLOAT_PATH if args.float_model else DEFAULT_INT8_PATH)
-    data = build_kws_tiny(args.seed, args.float_model)
+    if args.symbolic_batch and args.float_model:
+        ap.error("--symbolic-batch makes the int8 variant only")
+    default = DEFAULT_SYMBOLIC_PATH if args.symbolic_batch else DEFAULT_FLOAT_PATH if args.float_model else DEFAULT_INT8_PATH
+    out = args.output or default
+    data = build_kws_tiny(args.seed, args.float_model, args.symbolic_batch)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(data)
     print(f"wrote {out} ({len(data)} bytes)")
