@@ -43,6 +43,7 @@ class BuildOptions:
     schedule_seconds: float = 2.0  # time budget of the operator schedulers
     profile: bool = False  # per-step reports over the UART, a seeded input in flash (`edgemem profile`)
     profile_seed: int = 0  # the seed of that input
+    inplace: bool = True  # depthwise convolutions over their dying input (TinyEngine's in-place)
 
 
 @dataclass
@@ -70,7 +71,7 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
 def _buffers(graph: OpGraph, schedule: Schedule, align: int) -> list[Buffer]:
     # Heat: how many kernels touch the tensor; the planner puts the hottest ones in fast pools.
     return [
-        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)))
+        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)), alias=r.alias)
         for r in live_ranges(graph, schedule.order)
     ]
 
@@ -183,7 +184,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     board = board_with_budget(load_board(board_name), options.ram, options.flash)
     _check_floor(Path(model_path), board)
     model: ImportedModel = import_tflite(model_path)
-    graph = read_graph(lower_to_kernels(model.relax_mod))
+    graph = read_graph(lower_to_kernels(model.relax_mod, inplace=options.inplace))
     _check_flash(graph, board, model.path.name)
     schedule, schedulers = _schedule(graph, board, options.schedule_seconds)
     buffers, plan = _plan(graph, schedule, board, model.path.name, options.pool_per_region)
@@ -228,6 +229,7 @@ def predicted_steps(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], p
     """What a profiling build must measure, step by step: the bytes live during the step and, per pool, the
     high-water mark (highest planned byte written so far; graph inputs count from the start)."""
     pools = list(plan.pool_sizes)
+    by_name = {b.name: b for b in buffers}
     steps = []
     for s, op_index in enumerate(schedule.order):
         op = graph.ops[op_index]
@@ -237,6 +239,8 @@ def predicted_steps(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], p
                 place = plan.placements[b.name]
                 hw[place.pool] = max(hw[place.pool], place.offset + b.size)
         live = sum(b.size for b in buffers if b.first <= s <= b.last)
+        live -= sum(min(b.size, by_name[b.alias].size) for b in buffers  # in place: shared bytes once
+                    if b.first == s and b.alias in by_name and by_name[b.alias].last == s)  # fmt: skip
         steps.append({"step": s, "op": op.name, "kind": op.kind, "live_bytes": live,
                       "high_water_bytes": [hw[p] for p in pools]})  # fmt: skip
     return {"seed": seed, "pools": pools, "steps": steps}

@@ -182,7 +182,8 @@ def test_reordered_model_runs_bit_exact_at_the_better_peak(tmp_path):
     """mltk_kws_on_off_v3: its file order peaks at 21,560 B; the schedulers find an order at 19,600 B
     (anchors.md, exact search over all orders), and the generated C follows it."""
     path = model_path("mltk_kws_on_off_v3")
-    result = pipeline.build(path, "stm32f746", tmp_path / "p")
+    # without in-place depthwise, whose saving makes the file order as good as any
+    result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(inplace=False))
     assert result.info["schedulers_tried"]["file"] == 21560
     assert result.plan.total_bytes == result.schedule.peak_bytes <= 19600
     assert result.schedule.order != sorted(result.schedule.order)

@@ -75,7 +75,7 @@ def test_pad_folding_removes_the_padded_copies(name, before, after):
     from edgemem.schedule.liveness import peak_bytes
 
     mod = import_tflite(model_path(name)).relax_mod
-    plain, folded = read_graph(integerize(mod, fold_pad=False)), read_graph(integerize(mod))
+    plain, folded = read_graph(integerize(mod, fold_pad=False, inplace=False)), read_graph(integerize(mod, inplace=False))
     n_pads = sum(op.kind == "PAD" for op in plain.ops)
     assert n_pads > 0 and not any(op.kind == "PAD" for op in folded.ops)
     assert len(folded.ops) == len(plain.ops) - n_pads

@@ -47,6 +47,7 @@ def test_profile_kws_under_qemu_matches_plan_per_step(tmp_path):
     # byte of every tensor that exists by the end of each step.
     ends = {n: p.offset + result.graph.tensors[n].nbytes for n, p in result.plan.placements.items()}
     produced_at = {result.graph.ops[op].output: s for s, op in enumerate(result.schedule.order)}
+    produced_at.update({result.graph.ops[op].workspace: s for s, op in enumerate(result.schedule.order)})
     for row in steps:
         expected = max(end for n, end in ends.items() if produced_at.get(n, -1) <= row["step"])
         assert row["measured_high_water_bytes"] == row["predicted_high_water_bytes"] == expected, row

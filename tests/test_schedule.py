@@ -222,6 +222,8 @@ def test_dag_peak_equals_liveness_on_real_graphs(real_graphs):
         assert peak_bytes(graph, order, 4) == peak, name
         best = schedule_graph(graph, 4)
         assert peak_bytes(graph, best.order, 4) == best.peak_bytes <= file_order(graph, 4).peak_bytes, name
+        if any(op.workspace for op in graph.ops):
+            continue  # in-place kernels: the flatbuffer has no such thing
         flat = Dag.from_tflite(path, align=4)  # the TVM-free path sees the same graph here
         assert flat.n == dag.n and flat.peak(list(range(flat.n))) == dag.peak(list(range(dag.n))), name
 

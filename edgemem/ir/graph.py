@@ -3,6 +3,11 @@
 After the passes, ``main`` is a dataflow block of ``call_tir`` bindings (one kernel each), plus
 reshapes and plain variable bindings, which are *views*: they share the storage of their source
 and cost no RAM. Constants (weights, biases, multipliers) live in flash.
+
+A kernel marked in place (PrimFunc attribute ``edgemem.inplace`` = k) may write its output over its
+k-th argument, which dies there: the output names that storage as its ``alias_of`` and the planner
+tries to give both the same offset (the kernel is correct either way). One with ``edgemem.workspace``
+= bytes takes a last pointer argument to that much scratch RAM, a tensor live during its step only.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class Tensor:
     producer: int | None = None  # op index
     consumers: list[int] = field(default_factory=list)
     value: np.ndarray | None = None  # constants only
+    alias_of: str | None = None  # in-place output: the dying storage it may be written over
 
     @property
     def nbytes(self) -> int:
@@ -48,6 +54,7 @@ class Op:
     output: str
     prim: object  # tvm.tirx.PrimFunc
     macs: int = 0
+    workspace: str | None = None  # scratch tensor passed after the output (live at this step only)
 
 
 @dataclass
@@ -85,6 +92,7 @@ class _Reader:
         self.names: dict = {}  # relax expr -> tensor name
         self.consts: dict = {}  # id of the Constant node -> tensor name
         self.ops: list[Op] = []
+        self.tuple_results: dict = {}  # tuple-valued kernel call var -> tensor names of its fields
 
     def _name_var(self, var) -> str:
         base = var.name or "t"
@@ -129,6 +137,9 @@ class _Reader:
         if isinstance(value, relax.Var):  # gv = lv: another name for the same value
             self.names[var] = self._operand(value)
             return
+        if isinstance(value, relax.TupleGetItem) and value.tuple_value in self.tuple_results:
+            self.names[var] = self.tuple_results[value.tuple_value][int(value.index)]
+            return
         if not isinstance(value, relax.Call):
             raise UnsupportedModelError(f"Relax binding '{var.name}' ({type(value).__name__}) is not a kernel call.")
         op_name = getattr(value.op, "name", "")
@@ -144,14 +155,28 @@ class _Reader:
         prim = self.mod[gv]
         fields = args.fields if isinstance(args, relax.Tuple) else [args]
         ins = [self._operand(a) for a in fields]
-        name = self._name_var(var)
-        self.tensors[name] = Tensor(name, _shape(var.ty), str(var.ty.dtype), "activation", name, producer=len(self.ops))
         attrs = prim.attrs or {}
+        ty = var.ty
+        if isinstance(ty, relax.TupleType):  # (output, workspace): only kernels with a workspace return two
+            if "edgemem.workspace" not in attrs or len(ty.fields) != 2:
+                raise UnsupportedModelError(f"kernel call '{var.name}' returns a tuple edgemem cannot plan.")
+            ty = ty.fields[0]
+        name = self._name_var(var)
+        alias = self.tensors[ins[int(attrs["edgemem.inplace"])]].storage if "edgemem.inplace" in attrs else None
+        self.tensors[name] = Tensor(name, _shape(ty), str(ty.dtype), "activation", name,
+                                    producer=len(self.ops), alias_of=alias)  # fmt: skip
         kind = str(attrs["edgemem.op"]) if "edgemem.op" in attrs else gv.name_hint
         macs = int(attrs["edgemem.macs"]) if "edgemem.macs" in attrs else 0
         for i in ins:
             self._use(i, len(self.ops))
-        self.ops.append(Op(f"em_k_{gv.name_hint}", kind, ins, name, prim, macs))
+        workspace = None
+        if "edgemem.workspace" in attrs:
+            workspace = f"{name}__workspace"
+            self.tensors[workspace] = Tensor(workspace, (int(attrs["edgemem.workspace"]),), "int8", "activation",
+                                             workspace, producer=len(self.ops))  # fmt: skip
+        if isinstance(var.ty, relax.TupleType):
+            self.tuple_results[var] = [name, workspace]
+        self.ops.append(Op(f"em_k_{gv.name_hint}", kind, ins, name, prim, macs, workspace))
 
     def _use(self, name: str, op_index: int):
         t = self.tensors[name]

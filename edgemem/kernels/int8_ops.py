@@ -111,6 +111,49 @@ def depthwise_conv2d(x_shape, w_shape, has_bias, in_zp, stride, dilation, pad, o
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 
+def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant):
+    """DEPTHWISE_CONV_2D (multiplier 1) that writes its output over its input (after TinyEngine).
+
+    Channel by channel: copy the input channel's plane into ``tmp`` (H*W bytes, the only extra RAM), then
+    write the output channel. In NHWC an output element of channel c lands at a flat position that is
+    also channel c of the input (same channel count), which was saved in ``tmp``: other channels are
+    never touched, so any stride and padding work as long as the output is not larger than the input.
+    Parameters: x, w [KH, KW, C], bias [C], mult [C], shift [C], out (may alias x), tmp [H*W]; the
+    kernel is also correct when out and x are apart (the planner may not manage to overlap them)."""
+    from tvm.script import tirx as T
+
+    n, h, w, c = x_shape
+    kh, kw, oc_total = w_shape
+    _, ho, wo, _ = out_shape
+    if n != 1 or oc_total != c or ho * wo > h * w:
+        raise ValueError("in-place depthwise needs batch 1, depth multiplier 1 and an output no larger than the input")
+    sh, sw = stride
+    dh, dw = dilation
+    pt, pl = pad[0], pad[1]
+    zp = int(in_zp)
+
+    @T.prim_func
+    def depthwise_inplace(
+        x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
+        mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
+        tmp: T.Buffer((h * w,), "int8"),
+    ):
+        T.func_attr({"tir.noalias": False})  # out and x may be the same memory: no restrict
+        acc = T.decl_buffer((1,), "int32")
+        for ch in range(c):
+            for y, z in T.grid(h, w):
+                tmp[y * w + z] = x[0, y, z, ch]
+            for i, j in T.grid(ho, wo):
+                acc[0] = bias[ch]
+                for r, s in T.grid(kh, kw):
+                    if 0 <= i * sh + r * dh - pt and i * sh + r * dh - pt < h and 0 <= j * sw + s * dw - pl and j * sw + s * dw - pl < w:
+                        acc[0] = acc[0] + (T.Cast("int32", tmp[(i * sh + r * dh - pt) * w + j * sw + s * dw - pl]) - zp) * T.Cast("int32", wt[r, s, ch])
+                out[0, i, j, ch] = clamp_to_int8(
+                    multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
+
+    return depthwise_inplace
+
+
 def fully_connected(x_shape, w_shape, has_bias, in_zp, w_zp, multiplier, shift, rq: Requant):
     """FULLY_CONNECTED: x [B, K] int8, weights [O, K] int8 (TFLite's layout), per-tensor multiplier."""
     batch, k = x_shape

@@ -215,6 +215,7 @@ class _Integerizer:
         self.count = 0
         self.folded_pads: dict = {}  # PAD output var -> (its input var, top, left, bottom, right)
         self.fold_pad = True
+        self.inplace = True  # depthwise convolutions over their dying input
 
     # -- emission
     def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8"):
@@ -371,12 +372,11 @@ class _Integerizer:
         stride, dil = [int(s) for s in a.strides], [int(s) for s in a.dilation]
         pad = [int(p) for p in a.padding]
         in_scale, in_zp = d_in.scalar_scale, d_in.scalar_zp
+        src = d_in.source
         if d_in.source in self.folded_pads:  # read the PAD's input; its border becomes the conv's padding
             src, *extra = self.folded_pads[d_in.source]
             x_shape, pad = _shape(src), [p + e for p, e in zip(pad, extra)]
-            x = self._act(src)
-        else:
-            x = self._act(d_in.source)
+        x = self._act(src)
         if np.any(wd.zero_point != 0):
             raise UnsupportedModelError("conv weights with a non-zero zero point (TFLite int8 requires 0).")
         if groups == 1:
@@ -390,8 +390,12 @@ class _Integerizer:
             kh, kw, o = wv.shape[0], wv.shape[1], wv.shape[2] * wv.shape[3]
             wconst = wv.reshape(kh, kw, o).astype(np.int8)
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
-            prim = int8_ops.depthwise_conv2d(x_shape, wconst.shape, bias is not None, in_zp, stride, dil, pad, out_shape, rq)
             kind, macs = "DEPTHWISE_CONV_2D", int(np.prod(out_shape)) * kh * kw
+            if self.inplace and o == x_shape[3] and x_shape[0] == 1 and np.prod(out_shape) <= np.prod(x_shape) \
+                    and self._sole_reader(src, conv):
+                return self._depthwise_inplace(x, x_shape, wconst, bias, in_zp, stride, dil, pad, out_shape, rq,
+                                               conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale), macs)
+            prim = int8_ops.depthwise_conv2d(x_shape, wconst.shape, bias is not None, in_zp, stride, dil, pad, out_shape, rq)
         else:
             raise UnsupportedModelError(f"grouped conv2d (groups={groups}) is not a TFLite operator edgemem supports.")
         args = [x, relax.const(wconst)]
@@ -399,6 +403,40 @@ class _Integerizer:
             args.append(relax.const(bias.astype(np.int32)))
         args += [relax.const(mult), relax.const(shift)]
         return self._call(self._name(kind), prim, args, out_shape, kind, macs)
+
+    def _sole_reader(self, src, conv) -> bool:
+        """Whether the int8 activation ``src`` is read by this convolution alone (through its dequantize,
+        and a folded PAD), owns its storage (a kernel's output or a model input, not a reshape view) and
+        is not a model output: then its bytes are dead once the convolution has read them."""
+        if src in self.outputs or self.g.uses.get(src, 0) != 1 or _op(self.g.defs.get(src)) in ("reshape", "squeeze", "expand_dims"):
+            return False
+        var = src
+        while True:  # walk the single-reader chain src -> [pad ->] dequantize -> conv
+            (reader,) = self.g.users.get(var, [None])[:1] or (None,)
+            if reader is None:
+                return False
+            value = self.g.defs[reader]
+            if value.same_as(conv):
+                return True
+            if reader in self.outputs or self.g.uses.get(reader, 0) != 1 or _op(value) not in ("dequantize", "nn.pad"):
+                return False
+            var = reader
+
+    def _depthwise_inplace(self, x, x_shape, wconst, bias, in_zp, stride, dil, pad, out_shape, rq, multipliers, macs):
+        """TinyEngine's in-place depthwise: the output overwrites the dying input; one channel plane of
+        scratch (the workspace) is all the extra RAM."""
+        mult, shift = multipliers
+        prim = int8_ops.depthwise_conv2d_inplace(x_shape, wconst.shape, in_zp, stride, dil, pad, out_shape, rq)
+        plane = int(x_shape[1] * x_shape[2])
+        prim = prim.with_attr("edgemem.inplace", 0).with_attr("edgemem.workspace", plane)
+        b = (bias if bias is not None else np.zeros(wconst.shape[2])).astype(np.int32)
+        args = [x, relax.const(wconst), relax.const(b), relax.const(mult), relax.const(shift)]
+        name = self._name("DEPTHWISE_CONV_2D")
+        prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", "DEPTHWISE_CONV_2D").with_attr("edgemem.macs", int(macs))
+        gv = self.bb.add_func(prim, name)
+        # two results: the output and the workspace (its own output so that Relax sees the whole signature)
+        both = self.bb.emit(relax.call_tir(gv, args, [relax.TensorType(tuple(out_shape), "int8"), relax.TensorType((plane,), "int8")]))
+        return self.bb.emit(relax.TupleGetItem(both, 0))
 
     def _fully_connected(self, mm, bias, out_scale, out_shape, rq):
         d_in = _dequant(self.g, mm.args[0])
@@ -620,9 +658,10 @@ def nearest_neighbor_sources(in_size: int, out_size: int, align_corners: bool, h
     return np.array(sources, dtype=np.int32)
 
 
-def integerize(mod: tvm.IRModule, *, fold_pad: bool = True) -> tvm.IRModule:
+def integerize(mod: tvm.IRModule, *, fold_pad: bool = True, inplace: bool = True) -> tvm.IRModule:
     """Rewrite the frontend's QDQ main function into integer kernels. Float-only graphs are not
     handled here (they have no quantize). fold_pad: PADs feeding only convolutions become their padding."""
     integerizer = _Integerizer(mod["main"])
     integerizer.fold_pad = fold_pad
+    integerizer.inplace = inplace
     return integerizer.run()

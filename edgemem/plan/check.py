@@ -5,7 +5,8 @@ padding helper): it reads the buffers, the pools and the plan and tests every ru
 pair (O(n^2), simple on purpose). Rules: every buffer has exactly one placement and nothing else is
 placed; each offset is a non-negative multiple of the buffer's alignment; each buffer (rounded up to
 its alignment) ends within the size the plan gives its pool, and that size within the pool's capacity;
-no two buffers whose [first, last] steps intersect share a byte in the same pool.
+no two buffers whose [first, last] steps intersect share a byte in the same pool -- except an in-place
+pair (one names the other as its alias and starts at the step the other ends) at the very same offset.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def check_plan(buffers: list[Buffer], plan: ArenaPlan, pools: list[Pool] | None 
         for b in buffers[i + 1 :]:
             pb = plan.placements[b.name]
             live_together = not (a.last < b.first or b.last < a.first)
+            in_place = (b.alias == a.name and a.last == b.first) or (a.alias == b.name and b.last == a.first)
+            if in_place and pa.pool == pb.pool and pa.offset == pb.offset:
+                continue
             share_bytes = pa.pool == pb.pool and pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size
             if live_together and share_bytes:
                 raise PlanError(f"arena plan check: '{a.name}' (steps {a.first}-{a.last}, bytes {pa.offset}-"

@@ -33,6 +33,14 @@ class Instance:
         self.size = [b.padded for b in self.buffers]
         self.align = [b.align for b in self.buffers]
         self.conflicts: list[list[int]] = [[] for _ in self.buffers]
+        # in-place partner (see Buffer.alias), either way round: placed second, a buffer first tries its
+        # partner's offset, where only the partner may overlap it
+        index = {b.name: i for i, b in enumerate(self.buffers)}
+        self.partner = [-1] * self.n
+        for i, b in enumerate(self.buffers):
+            j = index.get(b.alias, -1) if b.alias else -1
+            if j >= 0 and self.buffers[j].last == b.first:
+                self.partner[i], self.partner[j] = j, i
         self.work = 0  # first_fit's work so far: buffers placed + conflicts looked at (the hill climb's budget)
         # Sweep by first step: each buffer conflicts with the still-live buffers that started before it.
         by_first = sorted(range(self.n), key=lambda i: (self.buffers[i].first, i))
@@ -59,11 +67,23 @@ class Instance:
         for k in range(start, len(order)):
             i = order[k]
             placed = [(out[j], size[j]) for j in conflicts[i] if position[j] < k]
-            out[i] = first_fit_offset(size[i], align[i], placed)
+            mate = self.partner[i]
+            if mate >= 0 and position[mate] < k and self._fits_over(
+                out[mate], i, [(out[j], size[j]) for j in conflicts[i] if position[j] < k and j != mate]
+            ):
+                out[i] = out[mate]
+            else:
+                out[i] = first_fit_offset(size[i], align[i], placed)
             self.work += 1 + len(conflicts[i])
             if limit is not None and out[i] + size[i] > limit:
                 return None
         return out
+
+    def _fits_over(self, offset: int, i: int, others: list[tuple[int, int]]) -> bool:
+        """Whether buffer i may sit at its in-place partner's offset: aligned and clear of every other
+        placed buffer live with it (``others``, the partner left out)."""
+        end = offset + self.size[i]
+        return offset % self.align[i] == 0 and all(end <= o or o + s <= offset for o, s in others)
 
     def end(self, offsets: list[int]) -> int:
         return max((o + s for o, s in zip(offsets, self.size)), default=0)

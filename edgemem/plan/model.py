@@ -34,6 +34,9 @@ class Buffer:
     last: int  # last schedule step it is live (inclusive)
     align: int = 16  # offset alignment, a power of two
     heat: float = 0.0  # accesses per inference; hotter buffers go to faster pools
+    # In-place: the buffer whose bytes this one may take over at its first step, which is that buffer's
+    # last (a kernel writing its output over its dying input). At the same offset they may overlap.
+    alias: str | None = None
 
     def __post_init__(self) -> None:
         for what in ("size", "first", "last", "align"):  # ints, numpy ints included
@@ -89,9 +92,15 @@ class ArenaPlan:
 def lower_bound(buffers: list[Buffer]) -> int:
     """Max over steps of the padded bytes live at that step: no placement of whole buffers goes lower."""
     events: dict[int, int] = {}
+    by_name = {b.name: b for b in buffers}
     for b in buffers:
         events[b.first] = events.get(b.first, 0) + b.padded
         events[b.last + 1] = events.get(b.last + 1, 0) - b.padded
+        a = by_name.get(b.alias) if b.alias else None
+        if a is not None and a.last == b.first:  # written over its alias: the shared bytes count once
+            shared = min(a.padded, b.padded)
+            events[b.first] -= shared
+            events[b.first + 1] = events.get(b.first + 1, 0) + shared
     live = best = 0
     for step in sorted(events):
         live += events[step]

@@ -33,10 +33,11 @@ class Dag:
     ``shared_inputs``: graph inputs read by several ops (or by none) as ``(bytes, ops)``;
     ``pinned``: bytes live at every step (a graph input that is also a graph output)."""
 
-    def __init__(self, sizes, preds, inputs_bytes=None, outputs=(), shared_inputs=(), pinned=0, names=None):
+    def __init__(self, sizes, preds, inputs_bytes=None, outputs=(), shared_inputs=(), pinned=0, names=None, temps=None):
         n = len(sizes)
         self.n = n
         self.sizes = [int(s) for s in sizes]
+        self.temps = [int(t) for t in temps] if temps is not None else [0] * n  # scratch live at the op's step only
         self.preds = [sorted(set(p)) for p in preds]
         self.outputs = frozenset(outputs)
         self.pinned = int(pinned)
@@ -102,7 +103,7 @@ class Dag:
 
     def op_bound(self, v: int) -> int:
         """Bytes live at v's step in any order: its output, its inputs (and pinned bytes)."""
-        return self.sizes[v] + sum(self.sizes[p] for p in self.preds[v]) + sum(self.ext[e][0] for e in self.ext_of[v]) + self.pinned
+        return self.sizes[v] + self.temps[v] + sum(self.sizes[p] for p in self.preds[v]) + sum(self.ext[e][0] for e in self.ext_of[v]) + self.pinned
 
     def lower_bound(self) -> int:
         """No order has a lower peak (see ``bounds``)."""
@@ -195,6 +196,7 @@ class Dag:
             first = step[v]
             last = end if v in self.outputs else max((step[s] for s in self.succs[v]), default=first)
             live(self.sizes[v], first, last)
+            live(self.temps[v], first, first)
         for b, ops in self.ext:
             live(b, 0, max((step[o] for o in ops), default=0))
         live(self.pinned, 0, end)
@@ -221,7 +223,7 @@ class Dag:
     def step(self, done: int, m: int, v: int) -> tuple[int, int]:
         """Run v after ``done`` (live bytes ``m``): (bytes live during v's step, bytes live after)."""
         now = done | (1 << v)
-        during = m + self.sizes[v] + (self.idle if not done else 0)
+        during = m + self.sizes[v] + self.temps[v] + (self.idle if not done else 0)
         after = m + self.grows[v]
         for readers, size in self.frees[v]:
             if not readers & ~now:  # v is the last reader
@@ -254,9 +256,11 @@ class Dag:
     # -- builders -----------------------------------------------------------------------------
     @classmethod
     def from_graph(cls, graph, align: int = 1) -> "Dag":
-        """From an OpGraph: views resolve to their storage, constants are left out (flash)."""
+        """From an OpGraph: views resolve to their storage, constants are left out (flash), workspaces are
+        temps; an in-place output written over its dying input saves their shared bytes at its step."""
         n = len(graph.ops)
-        sizes = [0] * n
+        sizes, temps = [0] * n, [0] * n
+        workspaces = {op.workspace for op in graph.ops if op.workspace}
         preds = [[] for _ in range(n)]
         outs = {graph.storage_of(o).name for o in graph.outputs}
         shared, pinned, outputs = [], 0, set()
@@ -268,12 +272,19 @@ class Dag:
                 else:
                     shared.append((size, list(t.consumers)))
                 continue
+            if t.name in workspaces:
+                temps[t.producer] = size
+                continue
             sizes[t.producer] = size
             if t.name in outs:
                 outputs.add(t.producer)
             for c in t.consumers:
                 preds[c].append(t.producer)
-        return cls(sizes, preds, None, outputs, shared, pinned, [op.name for op in graph.ops])
+        for v, op in enumerate(graph.ops):
+            alias = graph.tensors[op.output].alias_of
+            if alias is not None and graph.tensors[alias].consumers == [v]:
+                temps[v] -= min(aligned(graph.tensors[op.output].nbytes, align), aligned(graph.tensors[alias].nbytes, align))
+        return cls(sizes, preds, None, outputs, shared, pinned, [op.name for op in graph.ops], temps)
 
     @classmethod
     def from_tflite(cls, path, align: int = 4, views=("RESHAPE", "SQUEEZE", "EXPAND_DIMS")) -> "Dag":

@@ -21,6 +21,7 @@ class LiveRange:
     size: int
     first: int
     last: int
+    alias: str | None = None  # in-place: the range this one may be written over (see ir/graph.py)
 
 
 def live_ranges(graph: OpGraph, order: list[int]) -> list[LiveRange]:
@@ -34,7 +35,7 @@ def live_ranges(graph: OpGraph, order: list[int]) -> list[LiveRange]:
         last = max(users, default=first)
         if any(graph.storage_of(o).name == t.name for o in graph.outputs):
             last = end
-        out.append(LiveRange(t.name, t.nbytes, first, last))
+        out.append(LiveRange(t.name, t.nbytes, first, last, t.alias_of))
     return out
 
 
@@ -45,9 +46,13 @@ def _aligned(n: int, align: int) -> int:
 def live_bytes(ranges: list[LiveRange], steps: int, align: int = 1) -> list[int]:
     """Bytes live at each step (sizes rounded up to ``align``)."""
     curve = [0] * max(steps, 1)
+    by_name = {r.name: r for r in ranges}
     for r in ranges:
         for s in range(r.first, r.last + 1):
             curve[s] += _aligned(r.size, align)
+        a = by_name.get(r.alias) if r.alias else None
+        if a is not None and a.last == r.first:  # written over its dying alias: shared bytes count once
+            curve[r.first] -= min(_aligned(r.size, align), _aligned(a.size, align))
     return curve
 
 

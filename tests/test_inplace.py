@@ -1,0 +1,171 @@
+"""In-place depthwise convolution (issue 5, after TinyEngine): the output written over its dying input.
+
+Three layers, each against its own oracle:
+- the kernel, compiled for the host and called with the *same* memory as input and output, against a
+  numpy depthwise convolution with TFLM's requantization (test_integerize's reference helpers);
+- the planner: an in-place pair may share its offset and nothing else may overlap it (the independent
+  checker), the lower bound counts the shared bytes once, a partial overlap is still refused;
+- whole models: the arena drops to TinyEngine's in-place figures (anchors.md) and the firmware stays
+  bit-exact with TFLite Micro under QEMU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_integerize import _mbqm, _tflm_quantize_multiplier
+from test_kernels_c import HOST_CC, compile_shared
+
+from edgemem import pipeline
+from edgemem.codegen.kernels_c import prim_funcs_to_c
+from edgemem.kernels import int8_ops
+from edgemem.kernels.int8_ops import Requant
+from edgemem.plan import ArenaPlan, Buffer, PlanError, Placement, check_plan, lower_bound, plan_arena
+from edgemem.reference import seeded_inputs, tflm_outputs
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT.parent / "shared" / "models"
+
+
+def _depthwise_reference(x, w, bias, mult, shift, zp, stride, pad, out_hw, rq):
+    """NHWC depthwise (multiplier 1), int64 accumulation, TFLM's per-channel requantization."""
+    _, h, wd, c = x.shape
+    kh, kw, _ = w.shape
+    ho, wo = out_hw
+    out = np.zeros((1, ho, wo, c), np.int8)
+    for i in range(ho):
+        for j in range(wo):
+            for ch in range(c):
+                acc = int(bias[ch])
+                for r in range(kh):
+                    for s in range(kw):
+                        ih, iw = i * stride[0] + r - pad[0], j * stride[1] + s - pad[1]
+                        if 0 <= ih < h and 0 <= iw < wd:
+                            acc += (int(x[0, ih, iw, ch]) - zp) * int(w[r, s, ch])
+                v = _mbqm(acc, int(mult[ch]), int(shift[ch])) + rq.out_zp
+                out[0, i, j, ch] = min(max(v, rq.act_min), rq.act_max)
+    return out
+
+
+CASES = [  # (H, W, C, K, stride, pad top/left, output H, W)
+    ((5, 6, 3), 3, (1, 1), (1, 1), (5, 6)),  # SAME, stride 1: output as big as the input
+    ((7, 5, 4), 3, (2, 2), (1, 1), (4, 3)),  # stride 2: the output shrinks
+    ((9, 4, 2), 5, (2, 1), (2, 2), (5, 4)),  # 5x5, mixed strides
+    ((6, 6, 5), 3, (1, 1), (0, 0), (4, 4)),  # VALID
+]
+
+
+@pytest.mark.skipif(HOST_CC is None, reason="host gcc not installed")
+@pytest.mark.parametrize("case", CASES)
+def test_inplace_depthwise_with_aliased_memory_matches_reference(case, tmp_path):
+    (h, w, c), k, stride, pad, (ho, wo) = case
+    rng = np.random.default_rng(h * 100 + c)
+    x = rng.integers(-128, 128, size=(1, h, w, c), dtype=np.int8)
+    wt = rng.integers(-127, 128, size=(k, k, c), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, size=c, dtype=np.int32)
+    pairs = [_tflm_quantize_multiplier(float(s)) for s in rng.uniform(0.0005, 0.05, size=c)]
+    mult = np.array([m for m, _ in pairs], np.int32)
+    shift = np.array([s for _, s in pairs], np.int32)
+    zp, rq = -7, Requant(3, -100, 120)
+    expected = _depthwise_reference(x, wt, bias, mult, shift, zp, stride, pad, (ho, wo), rq)
+
+    prim = int8_ops.depthwise_conv2d_inplace((1, h, w, c), (k, k, c), zp, stride, (1, 1), [*pad, 0, 0], (1, ho, wo, c), rq)
+    ck = prim_funcs_to_c({"dw_inplace": prim}, {"dw_inplace": {1, 2, 3, 4}}, scratch="error")
+    assert "restrict" not in ck.source.split("dw_inplace(")[1].split(")")[0]  # aliasing is allowed
+    lib = compile_shared(ck, tmp_path, "dw")
+    memory = np.ascontiguousarray(x.reshape(-1)).copy()  # input and output: one buffer
+    tmp = np.zeros(h * w, np.int8)
+    fn = lib.dw_inplace
+    fn.restype = ctypes.c_int32
+    ptr = memory.ctypes.data_as(ctypes.c_void_p)
+    args = [ptr, wt.ctypes.data_as(ctypes.c_void_p), bias.ctypes.data_as(ctypes.c_void_p),
+            mult.ctypes.data_as(ctypes.c_void_p), shift.ctypes.data_as(ctypes.c_void_p), ptr,
+            tmp.ctypes.data_as(ctypes.c_void_p)]  # fmt: skip
+    assert fn(*args) == 0
+    np.testing.assert_array_equal(memory[: ho * wo * c].reshape(1, ho, wo, c), expected)
+
+
+# ---------------------------------------------------------------- the planner's in-place pairs
+
+
+def test_inplace_pair_shares_an_offset_and_the_bound_counts_it_once():
+    buffers = [
+        Buffer("x", 1000, 0, 1, 4),  # dies at step 1
+        Buffer("y", 400, 1, 2, 4, alias="x"),  # written over x at step 1
+        Buffer("ws", 100, 1, 1, 4),  # the kernel's workspace
+        Buffer("z", 400, 2, 2, 4),
+    ]
+    assert lower_bound(buffers) == 1100  # step 1: x (y inside it) + ws
+    plan = plan_arena(buffers)
+    check_plan(buffers, plan)
+    assert plan.placements["y"].offset == plan.placements["x"].offset
+    assert plan.total_bytes == 1100
+
+
+def test_checker_refuses_a_partial_overlap_of_an_inplace_pair():
+    buffers = [Buffer("x", 1000, 0, 1, 4), Buffer("y", 400, 1, 2, 4, alias="x")]
+    shifted = ArenaPlan({"x": Placement("arena", 0), "y": Placement("arena", 8)}, {"arena": 1000}, 1000, "hand")
+    with pytest.raises(PlanError, match="overlap"):
+        check_plan(buffers, shifted)
+    same = ArenaPlan({"x": Placement("arena", 0), "y": Placement("arena", 0)}, {"arena": 1000}, 1000, "hand")
+    check_plan(buffers, same)
+    # an alias that outlives the writer's first step is no in-place pair
+    late = [Buffer("x", 1000, 0, 2, 4), Buffer("y", 400, 1, 2, 4, alias="x")]
+    with pytest.raises(PlanError, match="overlap"):
+        check_plan(late, same)
+
+
+def test_random_plans_with_inplace_pairs_pass_the_checker():
+    rnd = random.Random(7)
+    for _ in range(200):
+        buffers, step = [], 0
+        for i in range(rnd.randint(2, 12)):
+            first = rnd.randint(0, 8)
+            b = Buffer(f"b{i}", rnd.randint(1, 64) * 4, first, first + rnd.randint(0, 4), 4)
+            if buffers and rnd.random() < 0.4:
+                a = rnd.choice(buffers)
+                b = Buffer(b.name, b.size, a.last, a.last + rnd.randint(0, 3), 4, alias=a.name)
+            buffers.append(b)
+            step += 1
+        plan = plan_arena(buffers)
+        check_plan(buffers, plan)
+        assert plan.total_bytes >= lower_bound(buffers)
+
+
+# ---------------------------------------------------------------- whole models under QEMU
+
+
+def model_path(name: str) -> Path:
+    path = MODELS / f"{name}.tflite"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
+    return path
+
+
+@pytest.mark.parametrize("name, without, with_inplace", [
+    ("armzoo_kws_micronet_m_int8", 86_100, 69_092),  # TinyEngine (in-place): 69,092
+    ("mltk_kws_mobilenetv2_int8", 45_360, 42_000),  # TinyEngine (in-place): 42,000
+    ("mltk_kws_on_off_v3", 19_600, 15_780),  # TinyEngine (in-place): 15,680
+])  # fmt: skip
+def test_inplace_depthwise_models_shrink_and_stay_bit_exact(name, without, with_inplace, tmp_path):
+    path = model_path(name)
+    plain = pipeline.build(path, "stm32f746", tmp_path / "plain", pipeline.BuildOptions(inplace=False, compile=False))
+    result = pipeline.build(path, "stm32f746", tmp_path / "p")
+    assert plain.info["arena_bytes"] == without
+    assert result.info["arena_bytes"] == result.info["lower_bound_bytes"] == with_inplace
+    assert any(op.workspace for op in result.graph.ops)
+    # the plan really puts outputs over their inputs
+    shared = [t for t in result.graph.tensors.values() if t.alias_of
+              and result.plan.placements[t.name] == result.plan.placements[t.alias_of]]  # fmt: skip
+    assert shared
+    x = seeded_inputs(path, 1)
+    res = pipeline.run(tmp_path / "p", x)
+    for out, ref in zip(res["output_arrays"], tflm_outputs(path, x)):
+        np.testing.assert_array_equal(out, ref)
+    # the device's high-water mark is the planned end of the highest buffer (before its alignment padding)
+    top = max(result.plan.placements[b].offset + result.graph.tensors[b].nbytes for b in result.plan.placements)
+    assert res["arena_high_water_bytes"] == top and result.info["arena_bytes"] - 4 < top
