@@ -43,7 +43,7 @@ class BuildOptions:
     schedule_seconds: float = 2.0  # time budget of the operator schedulers
     profile: bool = False  # per-step reports over the UART, a seeded input in flash (`edgemem profile`)
     profile_seed: int = 0  # the seed of that input
-    inplace: bool = True  # depthwise convolutions over their dying input (TinyEngine's in-place)
+    inplace: bool = True  # allow the in-place depthwise pass (TinyEngine's in-place)
 
 
 @dataclass
@@ -139,6 +139,21 @@ def _check_floor(model_path: Path, board: Board) -> None:
         )
 
 
+def _optimize(mod, board: Board, options: BuildOptions):
+    """The memory passes on the lowered module: edgemem's fixed default sequence (PAD folding, then
+    in-place depthwise, which folding enables). Returns the module and what each pass did."""
+    from .passes.fold_pad import fold_pad
+    from .passes.inplace import inplace_depthwise
+
+    sequence = [("fold_pad", fold_pad)] + ([("inplace_depthwise", inplace_depthwise)] if options.inplace else [])
+    report = []
+    for name, transform in sequence:
+        new = transform(mod)
+        report.append({"pass": name, "changed": not new.same_as(mod)})
+        mod = new
+    return mod, {"sequence": report}
+
+
 def _check_flash(graph: OpGraph, board: Board, model_name: str) -> None:
     weights = sum(t.nbytes for t in graph.constants())
     if weights > board.flash_bytes:
@@ -184,7 +199,8 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     board = board_with_budget(load_board(board_name), options.ram, options.flash)
     _check_floor(Path(model_path), board)
     model: ImportedModel = import_tflite(model_path)
-    graph = read_graph(lower_to_kernels(model.relax_mod, inplace=options.inplace))
+    lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod), board, options)
+    graph = read_graph(lowered)
     _check_flash(graph, board, model.path.name)
     schedule, schedulers = _schedule(graph, board, options.schedule_seconds)
     buffers, plan = _plan(graph, schedule, board, model.path.name, options.pool_per_region)
@@ -211,6 +227,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             result.sizes = _link(project, board, plan)
         result.info = build_info(result, model, schedulers, stack_estimate=_stack_estimate(project, graph),
                                  seconds=time.perf_counter() - t0)  # fmt: skip
+        result.info["passes"] = passes_report
         if options.profile:
             result.info["profile"] = predicted_steps(graph, schedule, buffers, plan, options.profile_seed)
         (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")

@@ -71,11 +71,12 @@ def test_pad_folding_removes_the_padded_copies(name, before, after):
     fold; test_model_runs_like_tflm runs the folded models bit-exact."""
     from edgemem.frontend.tflite_import import import_tflite
     from edgemem.ir.graph import read_graph
+    from edgemem.passes.fold_pad import fold_pad
     from edgemem.passes.integerize import integerize
     from edgemem.schedule.liveness import peak_bytes
 
-    mod = import_tflite(model_path(name)).relax_mod
-    plain, folded = read_graph(integerize(mod, fold_pad=False, inplace=False)), read_graph(integerize(mod, inplace=False))
+    lowered = integerize(import_tflite(model_path(name)).relax_mod)
+    plain, folded = read_graph(lowered), read_graph(fold_pad(lowered))
     n_pads = sum(op.kind == "PAD" for op in plain.ops)
     assert n_pads > 0 and not any(op.kind == "PAD" for op in folded.ops)
     assert len(folded.ops) == len(plain.ops) - n_pads

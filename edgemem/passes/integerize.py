@@ -26,6 +26,7 @@ from tvm import relax
 
 from ..errors import UnsupportedModelError
 from ..kernels import int8_ops
+from . import kernel_spec
 from ..kernels.fixed_point import (
     conv_multipliers,
     fully_connected_multiplier,
@@ -213,13 +214,13 @@ class _Integerizer:
         self.bb = relax.BlockBuilder()
         self.env: dict = {}  # old int8 var -> new var
         self.count = 0
-        self.folded_pads: dict = {}  # PAD output var -> (its input var, top, left, bottom, right)
-        self.fold_pad = True
-        self.inplace = True  # depthwise convolutions over their dying input
 
     # -- emission
-    def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8"):
+    def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8",
+              spec: dict | None = None):
         prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs))
+        if spec is not None:  # how the kernel was built: passes rebuild it with other shapes or padding
+            prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
         gv = self.bb.add_func(prim, name)
         call = relax.call_tir(gv, args, relax.TensorType(tuple(out_shape), dtype))
         return self.bb.emit(call)
@@ -372,18 +373,14 @@ class _Integerizer:
         stride, dil = [int(s) for s in a.strides], [int(s) for s in a.dilation]
         pad = [int(p) for p in a.padding]
         in_scale, in_zp = d_in.scalar_scale, d_in.scalar_zp
-        src = d_in.source
-        if d_in.source in self.folded_pads:  # read the PAD's input; its border becomes the conv's padding
-            src, *extra = self.folded_pads[d_in.source]
-            x_shape, pad = _shape(src), [p + e for p, e in zip(pad, extra)]
-        x = self._act(src)
+        x = self._act(d_in.source)
         if np.any(wd.zero_point != 0):
             raise UnsupportedModelError("conv weights with a non-zero zero point (TFLite int8 requires 0).")
         if groups == 1:
             o = wv.shape[3]
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kh, kw = wv.shape[:2]
-            prim = int8_ops.conv2d(x_shape, wv.shape, bias is not None, in_zp, stride, dil, pad, out_shape, rq)
+            builder, w_shape = "conv2d", tuple(wv.shape)
             kind, macs = "CONV_2D", int(np.prod(out_shape)) * kh * kw * wv.shape[2]
             wconst = wv.astype(np.int8)
         elif groups == x_shape[3] and str(a.kernel_layout) == "HWOI":
@@ -391,52 +388,17 @@ class _Integerizer:
             wconst = wv.reshape(kh, kw, o).astype(np.int8)
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kind, macs = "DEPTHWISE_CONV_2D", int(np.prod(out_shape)) * kh * kw
-            if self.inplace and o == x_shape[3] and x_shape[0] == 1 and np.prod(out_shape) <= np.prod(x_shape) \
-                    and self._sole_reader(src, conv):
-                return self._depthwise_inplace(x, x_shape, wconst, bias, in_zp, stride, dil, pad, out_shape, rq,
-                                               conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale), macs)
-            prim = int8_ops.depthwise_conv2d(x_shape, wconst.shape, bias is not None, in_zp, stride, dil, pad, out_shape, rq)
+            builder, w_shape = "depthwise_conv2d", tuple(wconst.shape)
         else:
             raise UnsupportedModelError(f"grouped conv2d (groups={groups}) is not a TFLite operator edgemem supports.")
+        spec = {"builder": builder, "x_shape": list(x_shape), "w_shape": list(w_shape), "has_bias": bias is not None,
+                "in_zp": int(in_zp), "stride": stride, "dilation": dil, "pad": pad, "out_shape": list(out_shape), "rq": rq}
+        prim = kernel_spec.build(spec)
         args = [x, relax.const(wconst)]
         if bias is not None:
             args.append(relax.const(bias.astype(np.int32)))
         args += [relax.const(mult), relax.const(shift)]
-        return self._call(self._name(kind), prim, args, out_shape, kind, macs)
-
-    def _sole_reader(self, src, conv) -> bool:
-        """Whether the int8 activation ``src`` is read by this convolution alone (through its dequantize,
-        and a folded PAD), owns its storage (a kernel's output or a model input, not a reshape view) and
-        is not a model output: then its bytes are dead once the convolution has read them."""
-        if src in self.outputs or self.g.uses.get(src, 0) != 1 or _op(self.g.defs.get(src)) in ("reshape", "squeeze", "expand_dims"):
-            return False
-        var = src
-        while True:  # walk the single-reader chain src -> [pad ->] dequantize -> conv
-            (reader,) = self.g.users.get(var, [None])[:1] or (None,)
-            if reader is None:
-                return False
-            value = self.g.defs[reader]
-            if value.same_as(conv):
-                return True
-            if reader in self.outputs or self.g.uses.get(reader, 0) != 1 or _op(value) not in ("dequantize", "nn.pad"):
-                return False
-            var = reader
-
-    def _depthwise_inplace(self, x, x_shape, wconst, bias, in_zp, stride, dil, pad, out_shape, rq, multipliers, macs):
-        """TinyEngine's in-place depthwise: the output overwrites the dying input; one channel plane of
-        scratch (the workspace) is all the extra RAM."""
-        mult, shift = multipliers
-        prim = int8_ops.depthwise_conv2d_inplace(x_shape, wconst.shape, in_zp, stride, dil, pad, out_shape, rq)
-        plane = int(x_shape[1] * x_shape[2])
-        prim = prim.with_attr("edgemem.inplace", 0).with_attr("edgemem.workspace", plane)
-        b = (bias if bias is not None else np.zeros(wconst.shape[2])).astype(np.int32)
-        args = [x, relax.const(wconst), relax.const(b), relax.const(mult), relax.const(shift)]
-        name = self._name("DEPTHWISE_CONV_2D")
-        prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", "DEPTHWISE_CONV_2D").with_attr("edgemem.macs", int(macs))
-        gv = self.bb.add_func(prim, name)
-        # two results: the output and the workspace (its own output so that Relax sees the whole signature)
-        both = self.bb.emit(relax.call_tir(gv, args, [relax.TensorType(tuple(out_shape), "int8"), relax.TensorType((plane,), "int8")]))
-        return self.bb.emit(relax.TupleGetItem(both, 0))
+        return self._call(self._name(kind), prim, args, out_shape, kind, macs, spec=spec)
 
     def _fully_connected(self, mm, bias, out_scale, out_shape, rq):
         d_in = _dequant(self.g, mm.args[0])
@@ -558,30 +520,10 @@ class _Integerizer:
             raise UnsupportedModelError(f"PAD mode {a.pad_mode} at {var.name} (TFLite PAD is constant).")
         widths = [int(w) for w in a.pad_width]
         pad_value = int(round(float(a.pad_value)))  # the zero point (PAD) or constant_values (PADV2)
-        if self.fold_pad and self._pad_folds_into_convs(var, widths, pad_value):
-            # No kernel, no tensor: the padded copy never exists in RAM (issue 5: PAD folding).
-            self.folded_pads[var] = (value.args[0], widths[2], widths[4], widths[3], widths[5])
-            return None
-        prim = int8_ops.pad(_shape(value.args[0]), widths[0::2], widths[1::2], pad_value)
-        return self._call(self._name("pad"), prim, [self._act(value.args[0])], _shape(var), "PAD", 0)
-
-    def _pad_folds_into_convs(self, var, widths, pad_value) -> bool:
-        """A spatial NHWC PAD with the zero point as value, read only (through its dequantize) as the data
-        input of convolutions: folding is exact, since a border byte equal to the zero point contributes
-        (zp - zp) * w = 0, just like the positions a padded convolution skips."""
-        if len(widths) != 8 or any(widths[i] for i in (0, 1, 6, 7)) or var in self.outputs:
-            return False
-        readers = self.g.users.get(var, [])
-        for deq in readers:
-            d = _dequant(self.g, deq)
-            if _op(self.g.defs.get(deq)) != "dequantize" or d is None or d.scale.size != 1 or d.scalar_zp != pad_value:
-                return False
-            convs = self.g.users.get(deq, [])
-            if deq in self.outputs or not convs or any(
-                _op(self.g.defs.get(c)) != "nn.conv2d" or not self.g.defs[c].args[0].same_as(deq) for c in convs
-            ):
-                return False
-        return bool(readers)
+        spec = {"builder": "pad", "x_shape": list(_shape(value.args[0])), "pad_before": widths[0::2],
+                "pad_after": widths[1::2], "pad_value": pad_value}
+        prim = kernel_spec.build(spec)
+        return self._call(self._name("pad"), prim, [self._act(value.args[0])], _shape(var), "PAD", 0, spec=spec)
 
     def _strided_slice(self, var, value):
         x_shape, out_shape = _shape(value.args[0]), _shape(var)
@@ -658,10 +600,8 @@ def nearest_neighbor_sources(in_size: int, out_size: int, align_corners: bool, h
     return np.array(sources, dtype=np.int32)
 
 
-def integerize(mod: tvm.IRModule, *, fold_pad: bool = True, inplace: bool = True) -> tvm.IRModule:
-    """Rewrite the frontend's QDQ main function into integer kernels. Float-only graphs are not
-    handled here (they have no quantize). fold_pad: PADs feeding only convolutions become their padding."""
-    integerizer = _Integerizer(mod["main"])
-    integerizer.fold_pad = fold_pad
-    integerizer.inplace = inplace
-    return integerizer.run()
+def integerize(mod: tvm.IRModule) -> tvm.IRModule:
+    """Rewrite the frontend's QDQ main function into integer kernels, one per TFLite operator, as the
+    file has them (memory passes such as PAD folding and in-place kernels come after, in passes/).
+    Float-only graphs are not handled here (they have no quantize)."""
+    return _Integerizer(mod["main"]).run()

@@ -43,6 +43,5 @@ def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     return mod
 
 
-def lower_to_kernels(mod: tvm.IRModule, *, inplace: bool = True) -> tvm.IRModule:
-    """inplace: int8 depthwise convolutions may write over their dying input (see integerize)."""
-    return integerize(mod, inplace=inplace) if _has_quantize(mod) else float_kernels(mod)
+def lower_to_kernels(mod: tvm.IRModule) -> tvm.IRModule:
+    return integerize(mod) if _has_quantize(mod) else float_kernels(mod)

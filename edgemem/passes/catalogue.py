@@ -1,0 +1,84 @@
+"""The memory passes the orchestrator (OPASS) may run, each a Relax -> Relax transform of the *lowered*
+module (one ``call_tir`` per kernel, what the graph reader, the schedulers and the planner see).
+
+Every pass preserves the results bit for bit; what it changes is which tensors exist, how big they are
+and in which order the bindings come (the file order the schedulers start from). ``evaluate`` measures
+a module the way the build does: graph, best operator order, arena plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import tvm
+from tvm import relax
+
+
+@dataclass(frozen=True)
+class GraphPass:
+    name: str
+    purpose: str  # one line
+    transform: Callable[[tvm.IRModule], tvm.IRModule]
+    origin: str  # "tvm" or "edgemem"
+
+    def __call__(self, mod: tvm.IRModule) -> tvm.IRModule:
+        return self.transform(mod)
+
+
+def _tvm(pass_factory) -> Callable[[tvm.IRModule], tvm.IRModule]:
+    def run(mod: tvm.IRModule) -> tvm.IRModule:
+        with tvm.transform.PassContext(opt_level=3):
+            return pass_factory()(mod)
+
+    return run
+
+
+def _edgemem_passes() -> list[GraphPass]:
+    from .fold_pad import fold_pad
+    from .inplace import inplace_depthwise
+
+    return [
+        GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem"),
+        GraphPass("inplace_depthwise", "a depthwise convolution writes over its dying input (one channel of scratch)",
+                  inplace_depthwise, "edgemem"),  # fmt: skip
+    ]
+
+
+TVM_PASSES = [
+    GraphPass("dead_code_elimination", "drop bindings nothing reads", _tvm(relax.transform.DeadCodeElimination), "tvm"),
+    GraphPass("canonicalize_bindings", "fold trivial rebindings (x = y) away", _tvm(relax.transform.CanonicalizeBindings), "tvm"),
+    GraphPass("eliminate_common_subexpr", "compute identical kernel calls once", _tvm(relax.transform.EliminateCommonSubexpr), "tvm"),
+    GraphPass("topological_sort_depth_first", "reorder bindings depth first (the schedulers' starting order)",
+              _tvm(lambda: relax.transform.TopologicalSort(order="depth-first")), "tvm"),
+    GraphPass("topological_sort_breadth_first", "reorder bindings breadth first",
+              _tvm(lambda: relax.transform.TopologicalSort(order="breadth-first")), "tvm"),
+]  # fmt: skip
+
+
+def catalogue() -> list[GraphPass]:
+    """Every pass, edgemem's first."""
+    return _edgemem_passes() + TVM_PASSES
+
+
+def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -> dict:
+    """What the build would get from ``mod``: arena bytes (best order found, then planned), flash bytes of
+    constants, MACs, number of kernels and of RAM tensors."""
+    from ..ir.graph import read_graph
+    from ..plan import Buffer, plan_arena
+    from ..schedule.best import best_schedule
+    from ..schedule.dag import Dag
+    from ..schedule.liveness import live_ranges
+
+    graph = read_graph(mod)
+    order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
+    buffers = [Buffer(r.name, max(r.size, 1), r.first, r.last, align, alias=r.alias) for r in live_ranges(graph, order)]
+    plan = plan_arena(buffers)
+    return {
+        "arena_bytes": plan.total_bytes,
+        "peak_bytes": peak,
+        "flash_bytes": sum(t.nbytes for t in graph.constants()),
+        "macs": sum(op.macs for op in graph.ops),
+        "ops": len(graph.ops),
+        "tensors": len(graph.activations()),
+    }

@@ -1,0 +1,43 @@
+"""How a kernel was built, kept on its PrimFunc (attribute ``edgemem.spec``) so that a later pass can build
+it again with other shapes, padding or aliasing: the builder's name in kernels/int8_ops.py and its
+arguments, as JSON."""
+
+from __future__ import annotations
+
+import json
+
+from ..kernels import int8_ops
+from ..kernels.int8_ops import Requant
+
+_BUILDERS = {
+    "conv2d": lambda s: int8_ops.conv2d(s["x_shape"], s["w_shape"], s["has_bias"], s["in_zp"], s["stride"],
+                                        s["dilation"], s["pad"], s["out_shape"], s["rq"]),
+    "depthwise_conv2d": lambda s: int8_ops.depthwise_conv2d(s["x_shape"], s["w_shape"], s["has_bias"], s["in_zp"],
+                                                            s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"]),
+    "depthwise_conv2d_inplace": lambda s: int8_ops.depthwise_conv2d_inplace(
+        s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"]),
+    "pad": lambda s: int8_ops.pad(s["x_shape"], s["pad_before"], s["pad_after"], s["pad_value"]),
+}  # fmt: skip
+
+
+def build(spec: dict):
+    """The PrimFunc the spec describes."""
+    spec = dict(spec)
+    for key in ("x_shape", "w_shape", "out_shape", "stride", "dilation", "pad", "pad_before", "pad_after"):
+        if key in spec:
+            spec[key] = tuple(int(v) for v in spec[key])
+    if isinstance(spec.get("rq"), dict):
+        spec["rq"] = Requant(**spec["rq"])
+    return _BUILDERS[spec["builder"]](spec)
+
+
+def dumps(spec: dict) -> str:
+    rq = spec.get("rq")
+    plain = {**spec, **({"rq": {"out_zp": rq.out_zp, "act_min": rq.act_min, "act_max": rq.act_max}} if isinstance(rq, Requant) else {})}
+    return json.dumps(plain, sort_keys=True)
+
+
+def of(prim) -> dict | None:
+    """The spec of a kernel, or None if it was not built from one."""
+    attrs = prim.attrs or {}
+    return json.loads(str(attrs["edgemem.spec"])) if "edgemem.spec" in attrs else None

@@ -1,0 +1,112 @@
+"""Rewriting the lowered module's ``main`` binding by binding: what the memory passes share.
+
+After lowering, ``main`` is one dataflow block of kernel calls (``call_tir``), reshapes and
+``TupleGetItem``s; its outputs are the block's output variables. A pass looks at the bindings (who
+defines and who reads each variable, through ``Bindings``) and rebuilds ``main`` with some bindings
+replaced or dropped; every other binding is copied with its arguments renamed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import tvm
+from tvm import relax
+
+from . import kernel_spec
+
+
+class Bindings:
+    """``defs``: var -> value; ``readers``: var -> the vars whose values read it; ``outputs``: vars returned."""
+
+    def __init__(self, mod: tvm.IRModule):
+        self.mod = mod
+        func = mod["main"]
+        self.params = list(func.params)
+        self.defs: dict = {}
+        self.readers: dict = {}
+        for block in func.body.blocks:
+            for b in block.bindings:
+                self.defs[b.var] = b.value
+                for a in _vars_in(b.value):
+                    self.readers.setdefault(a, []).append(b.var)
+        body = func.body.body
+        self.outputs = set(_vars_in(body)) if isinstance(body, relax.Tuple) else {body}
+        for o in list(self.outputs):  # the frontend may return a tuple variable
+            if isinstance(self.defs.get(o), relax.Tuple):
+                self.outputs |= set(_vars_in(self.defs[o]))
+
+    def kernel(self, var) -> tuple | None:
+        """(GlobalVar, PrimFunc, spec, args) of the kernel call bound to ``var``, else None."""
+        value = self.defs.get(var)
+        if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"):
+            return None
+        gv, args = value.args[0], value.args[1]
+        prim = self.mod[gv]
+        return gv, prim, kernel_spec.of(prim), list(args.fields if isinstance(args, relax.Tuple) else [args])
+
+    def sole_reader(self, var):
+        """The one var whose value reads ``var`` (None if several or none, or if ``var`` is returned)."""
+        readers = self.readers.get(var, [])
+        if var in self.outputs or len(readers) != 1:
+            return None
+        return readers[0]
+
+
+def _vars_in(expr) -> list:
+    if isinstance(expr, relax.Var):
+        return [expr]
+    if isinstance(expr, relax.Tuple):
+        return [v for f in expr.fields for v in _vars_in(f)]
+    if isinstance(expr, relax.Call):
+        return [v for a in expr.args for v in _vars_in(a)]
+    if isinstance(expr, relax.TupleGetItem):
+        return _vars_in(expr.tuple_value)
+    return []
+
+
+def _rename(expr, env: dict):
+    if isinstance(expr, relax.Var):
+        return env.get(expr, expr)
+    if isinstance(expr, relax.Tuple):
+        return relax.Tuple([_rename(f, env) for f in expr.fields])
+    if isinstance(expr, relax.Call):
+        return relax.Call(expr.op, [_rename(a, env) for a in expr.args], expr.attrs, expr.ty_args)
+    if isinstance(expr, relax.TupleGetItem):
+        return relax.TupleGetItem(_rename(expr.tuple_value, env), expr.index)
+    return expr
+
+
+Replacement = Callable[[relax.BlockBuilder, dict], object]  # (builder, old var -> new var) -> new value
+
+
+def rebuild(mod: tvm.IRModule, replace: dict, drop: set | frozenset = frozenset()) -> tvm.IRModule:
+    """``mod`` with main's bindings in ``replace`` (var -> Replacement) rebuilt and those in ``drop`` left out.
+    A Replacement may add PrimFuncs through the builder and emit helper bindings before returning the value."""
+    func = mod["main"]
+    kernels = tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"})
+    bb = relax.BlockBuilder(kernels)  # without the old main, so the new one takes its name
+    env: dict = {}
+    with bb.function("main", func.params, attrs=dict(func.attrs) if func.attrs else None):
+        with bb.dataflow():
+            results = []
+            for block in func.body.blocks:
+                for b in block.bindings:
+                    if b.var in drop:
+                        continue
+                    value = replace[b.var](bb, env) if b.var in replace else _rename(b.value, env)
+                    is_output = not isinstance(b.var, relax.DataflowVar)
+                    env[b.var] = bb.emit_output(value, name_hint=b.var.name) if is_output else bb.emit(value, name_hint=b.var.name)
+                    if is_output:
+                        results.append(env[b.var])
+            out = _rename(func.body.body, env)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def add_kernel(bb: relax.BlockBuilder, prim, like) -> relax.GlobalVar:
+    """Add ``prim`` as a new kernel with the C-visible attributes of ``like`` (its kind and MACs)."""
+    name = f"{like.attrs['global_symbol']}_r"
+    for key in ("edgemem.op", "edgemem.macs"):
+        prim = prim.with_attr(key, like.attrs[key])
+    return bb.add_func(prim.with_attr("global_symbol", name), name)
