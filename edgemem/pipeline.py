@@ -143,9 +143,11 @@ def _optimize(mod, board: Board, options: BuildOptions):
     """The memory passes on the lowered module: edgemem's fixed default sequence (PAD folding, then
     in-place depthwise, which folding enables). Returns the module and what each pass did."""
     from .passes.fold_pad import fold_pad
-    from .passes.inplace import inplace_depthwise
+    from .passes.inplace import inplace_depthwise, inplace_elementwise
 
-    sequence = [("fold_pad", fold_pad)] + ([("inplace_depthwise", inplace_depthwise)] if options.inplace else [])
+    sequence = [("fold_pad", fold_pad)]
+    if options.inplace:
+        sequence += [("inplace_depthwise", inplace_depthwise), ("inplace_elementwise", inplace_elementwise)]
     report = []
     for name, transform in sequence:
         new = transform(mod)

@@ -36,13 +36,14 @@ def _tvm(pass_factory) -> Callable[[tvm.IRModule], tvm.IRModule]:
 
 def _edgemem_passes() -> list[GraphPass]:
     from .fold_pad import fold_pad
-    from .inplace import inplace_depthwise
+    from .inplace import inplace_depthwise, inplace_elementwise
 
     return [
         GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem"),
         GraphPass("inplace_depthwise", "a depthwise convolution writes over its dying input (one channel of scratch)",
-                  inplace_depthwise, "edgemem"),  # fmt: skip
-    ]
+                  inplace_depthwise, "edgemem"),
+        GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem"),
+    ]  # fmt: skip
 
 
 TVM_PASSES = [

@@ -1,5 +1,6 @@
-"""In-place depthwise convolution (after TinyEngine): the output is written over the input, which dies
-there; one input channel's plane is the only scratch (the workspace).
+"""In-place kernels (after TinyEngine): the output is written over an input that dies there.
+
+Depthwise convolution: one input channel's plane is the only scratch (the workspace).
 
 Applies to a depthwise convolution with depth multiplier 1 and batch 1 whose output is no larger than
 its input, when the input is read by nothing else, owns its storage (a kernel's output or a model input,
@@ -55,4 +56,64 @@ def inplace_depthwise(mod: tvm.IRModule) -> tvm.IRModule:
     """Every eligible depthwise convolution written over its input."""
     b = Bindings(mod)
     replace = {var: _inplace_call(b, var) for var in b.defs if _eligible(b, var)}
+    return rebuild(mod, replace) if replace else mod
+
+
+# -- element-wise kernels: output element i depends on input element i only ----------------------------
+
+_ELEMENTWISE = ("QUANTIZE", "ADD", "MUL")  # kernels that run one ascending loop over the output's elements
+
+
+def _bytes_per_element(ty) -> int:
+    return np.dtype(str(ty.dtype)).itemsize
+
+
+def _owns_storage(b: Bindings, x) -> bool:
+    value = b.defs.get(x)
+    return value is None or b.kernel(x) is not None or isinstance(value, relax.TupleGetItem)
+
+
+def _elementwise_target(b: Bindings, var) -> int | None:
+    """Index of the argument an element-wise kernel may overwrite: same shape as the output, elements at
+    least as wide (writing element i then never reaches an element not read yet), read by nothing else."""
+    k = b.kernel(var)
+    if k is None:
+        return None
+    gv, prim, _spec, args = k
+    attrs = prim.attrs or {}
+    if str(attrs.get("edgemem.op", "")) not in _ELEMENTWISE or "edgemem.inplace" in attrs:
+        return None
+    out_ty = b.defs[var].ty_args[0]
+    for i, x in enumerate(args):
+        if not isinstance(x, relax.Var) or isinstance(x.ty, relax.TupleType):
+            continue
+        same_shape = [int(d) for d in x.ty.shape.values] == [int(d) for d in out_ty.shape.values]
+        reader = b.sole_reader(x)
+        if same_shape and _bytes_per_element(x.ty) >= _bytes_per_element(out_ty) and reader is not None \
+                and reader.same_as(var) and _owns_storage(b, x):  # fmt: skip
+            return i
+    return None
+
+
+def _elementwise_call(b: Bindings, var, index: int):
+    gv, prim, _spec, args = b.kernel(var)
+    out_ty = b.defs[var].ty_args[0]
+
+    def replacement(bb, env):
+        # no restrict: the output pointer may equal the input's
+        new_gv = add_kernel(bb, prim.with_attr("edgemem.inplace", index).with_attr("tir.noalias", False), prim)
+        return relax.call_tir(new_gv, [env.get(a, a) for a in args], out_ty)
+
+    return replacement
+
+
+def inplace_elementwise(mod: tvm.IRModule) -> tvm.IRModule:
+    """QUANTIZE, ADD and MUL written over an input that dies there (a float model input quantized to int8
+    takes a quarter of its own bytes, for example)."""
+    b = Bindings(mod)
+    replace = {}
+    for var in b.defs:
+        index = _elementwise_target(b, var)
+        if index is not None:
+            replace[var] = _elementwise_call(b, var, index)
     return rebuild(mod, replace) if replace else mod
