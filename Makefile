@@ -3,7 +3,7 @@
 
 PYTHON ?= python3
 VENV   ?= .venv
-APT_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+APT_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc clang
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODEL ?= examples/kws_tiny_int8.tflite
 BOARD ?= stm32f746
@@ -14,6 +14,7 @@ setup: toolchain $(VENV)/.installed
 
 toolchain:
 	@command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
+	  && command -v gcc >/dev/null && command -v clang >/dev/null \
 	  || ($(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $(APT_PACKAGES))
 
 $(VENV)/.installed: pyproject.toml

@@ -60,6 +60,13 @@ class BuildResult:
 
 def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board:
     """The board with its RAM and/or flash replaced by the user's figures (one RAM region for --ram)."""
+    if flash is not None and flash <= 0:
+        raise EdgememError(f"--flash {flash} is not a size: give the flash budget in bytes, e.g. --flash 1048576.")
+    if ram is not None and ram <= board.stack_size:
+        raise EdgememError(
+            f"--ram {ram:,} leaves nothing next to board {board.name}'s {board.stack_size:,}-byte stack: give the "
+            f"RAM budget in bytes, more than the stack, e.g. --ram {board.ram_bytes}."
+        )
     if flash is not None:
         board = dataclasses.replace(board, flash=dataclasses.replace(board.flash, size=flash))
     if ram is not None:
@@ -100,20 +107,27 @@ def _pools(board: Board, per_region: bool) -> list[Pool]:
     return pools
 
 
-def _plan(graph: OpGraph, schedule: Schedule, board: Board, model_name: str, per_region: bool):
+def _tried(figures: dict) -> str:
+    return ", ".join(f"{name} {size:,} B" for name, size in figures.items())
+
+
+def _plan(graph: OpGraph, schedule: Schedule, board: Board, model_name: str, per_region: bool, schedulers: dict | None = None):
     buffers = _buffers(graph, schedule, board.arena_align)
     pools = _pools(board, per_region)
+    orders = f"Operator orders tried (peak bytes): {_tried(schedulers or {})}."
     try:
         plan = plan_arena(buffers, pools)
     except PlanError as e:
-        raise DoesNotFitError(f"{model_name} does not fit the RAM regions of board {board.name}: {e}") from e
+        raise DoesNotFitError(f"{model_name} does not fit the RAM regions of board {board.name}: {e} {orders}") from e
     budget = _ram_budget(board)
     if not per_region and plan.total_bytes > budget:
         raise DoesNotFitError(
             f"{model_name} needs an arena of {plan.total_bytes:,} bytes (lower bound {plan.lower_bound:,} B "
             f"for the {schedule.scheduler} operator order) but board {board.name} has {budget:,} bytes of RAM left "
-            f"after its {board.stack_size:,}-byte stack ({board.ram_bytes:,} B in all). Use a board with more RAM, "
-            "a smaller model, or --ram to plan for a larger budget."
+            f"after its {board.stack_size:,}-byte stack ({board.ram_bytes:,} B in all). Best plan found: the "
+            f"{schedule.scheduler} order placed by {plan.algorithm}, {plan.total_bytes:,} B. {orders} Placements "
+            f"tried (arena bytes): {_tried(plan.tried)}. Use a board with more RAM, a smaller model, or --ram to "
+            "plan for a larger budget."
         )
     check_plan(buffers, plan, pools)  # the independent checker runs on every plan
     return buffers, plan
@@ -126,17 +140,32 @@ def _schedule(graph: OpGraph, board: Board, seconds: float) -> tuple[Schedule, d
     return Schedule(order, peak, report["best"]), tried
 
 
-def _check_floor(model_path: Path, board: Board) -> None:
+_INPLACE_OPS = frozenset({"DEPTHWISE_CONV_2D", "QUANTIZE", "ADD", "MUL"})  # what the in-place passes may run in place
+
+
+def _check_floor(model_path: Path, board: Board, inplace: bool = True) -> None:
     """Fail before lowering when even the largest single operator cannot fit the board."""
-    floor, op_index = operator_floor_bytes(read_tflite(model_path))
+    model = read_tflite(model_path)
+    floor, op_index = operator_floor_bytes(model, _INPLACE_OPS if inplace else frozenset(), fold_pads=True)
     budget = _ram_budget(board)
     if floor > budget:
+        plan_bytes, algorithm = _file_order_plan(model, board.arena_align)
         raise DoesNotFitError(
-            f"{model_path.name} needs at least {floor:,} bytes of activation RAM (operator #{op_index} alone keeps "
-            f"that much live) but board {board.name} has {budget:,} bytes left after its {board.stack_size:,}-byte "
-            f"stack ({board.ram_bytes:,} B of RAM in all). Use a board with more RAM, a smaller input resolution, "
-            "or --ram to plan for a larger budget."
+            f"{model_path.name} needs at least {floor:,} bytes of activation RAM (operator #{op_index} "
+            f"{op_names(model)[op_index]} alone keeps that much live, so no operator order or placement can use "
+            f"less) but board {board.name} has {budget:,} bytes left after its {board.stack_size:,}-byte stack "
+            f"({board.ram_bytes:,} B of RAM in all). Best plan found: the file's operator order placed by {algorithm}, "
+            f"{plan_bytes:,} B; operator reordering and the placement searches were skipped, as none can beat that "
+            "floor. Use a board with more RAM, a smaller input resolution, or --ram to plan for a larger budget."
         )
+
+
+def _file_order_plan(model, align: int) -> tuple[int, str]:
+    """Arena of the file's operator order with the cheap placements: what a plan would need, in milliseconds."""
+    ranges = file_order_live_ranges(model)
+    buffers = [Buffer(f"{i}:{name}", max(size, 1), first, last, align) for i, (name, size, first, last) in enumerate(ranges)]
+    plan = plan_arena(buffers, algorithms=["greedy_by_size", "greedy_by_conflicts"])
+    return plan.total_bytes, plan.algorithm
 
 
 def _optimize(mod, board: Board, options: BuildOptions):
@@ -199,13 +228,13 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     options = options or BuildOptions()
     t0 = time.perf_counter()
     board = board_with_budget(load_board(board_name), options.ram, options.flash)
-    _check_floor(Path(model_path), board)
+    _check_floor(Path(model_path), board, options.inplace)
     model: ImportedModel = import_tflite(model_path)
     lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod), board, options)
     graph = read_graph(lowered)
     _check_flash(graph, board, model.path.name)
     schedule, schedulers = _schedule(graph, board, options.schedule_seconds)
-    buffers, plan = _plan(graph, schedule, board, model.path.name, options.pool_per_region)
+    buffers, plan = _plan(graph, schedule, board, model.path.name, options.pool_per_region, schedulers)
     kernels = compile_kernels(graph)
     pools = [PoolLayout(name, size) for name, size in plan.pool_sizes.items()]
     placements = {name: (p.pool, p.offset) for name, p in plan.placements.items()}

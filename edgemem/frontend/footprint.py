@@ -7,9 +7,13 @@ It lets a build that cannot fit fail in milliseconds, with the bytes it needs.
 
 from __future__ import annotations
 
-import numpy as np
-
+_SATURATED = 1 << 62  # bytes: more than any memory, small enough for fast arithmetic
 _ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1}
+
+
+def indices(vector) -> list[int]:
+    """A flatbuffer int vector as a list; the reader returns 0, not an empty array, when it is absent."""
+    return [] if isinstance(vector, int) else [int(v) for v in vector]
 
 
 def is_constant(model, tensor) -> bool:
@@ -20,8 +24,10 @@ def is_constant(model, tensor) -> bool:
 
 def tensor_bytes(tensor) -> int:
     """Bytes of a tensor; an unknown (-1) dimension counts as 1."""
-    dims = [max(int(d), 1) for d in tensor.ShapeAsNumpy()]
-    return int(np.prod(dims, dtype=np.int64)) * _ITEMSIZE.get(tensor.Type(), 4)
+    total = _ITEMSIZE.get(tensor.Type(), 4)
+    for d in indices(tensor.ShapeAsNumpy()):
+        total = min(total * max(d, 1), _SATURATED)  # Python ints, capped: a corrupt shape cannot wrap around
+    return total
 
 
 def op_names(model) -> list[str]:
@@ -32,14 +38,32 @@ def op_names(model) -> list[str]:
     return [_op_name(model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
 
 
-def operator_floor_bytes(model) -> tuple[int, int]:
-    """(bytes, operator index) of the operator whose live activations are largest."""
+_PAD_OPS = ("PAD", "PADV2")
+
+
+def operator_floor_bytes(model, inplace_ops: frozenset[str] = frozenset(), fold_pads: bool = False) -> tuple[int, int]:
+    """(bytes, operator index) of the operator whose live activations are largest. An operator of
+    `inplace_ops` may write its output over its input, so it counts only the larger of the two sides.
+    With `fold_pads`, a PAD may vanish into the convolution reading it: PAD operators are skipped and
+    their readers count the unpadded tensor (a floor either way: if the PAD stays, more is needed)."""
     sg = model.Subgraphs(0)
+    names = op_names(model) if inplace_ops or fold_pads else []
+    unpadded = {}  # PAD output -> PAD input
+    if fold_pads:
+        for i in range(sg.OperatorsLength()):
+            op = sg.Operators(i)
+            ins, outs = indices(op.InputsAsNumpy()), indices(op.OutputsAsNumpy())
+            if names[i] in _PAD_OPS and ins and len(outs) == 1 and ins[0] >= 0:
+                unpadded[outs[0]] = ins[0]
     best = (0, -1)
     for i in range(sg.OperatorsLength()):
+        if fold_pads and names[i] in _PAD_OPS:
+            continue
         op = sg.Operators(i)
-        ids = {int(t) for t in op.InputsAsNumpy() if t >= 0} | {int(t) for t in op.OutputsAsNumpy() if t >= 0}
-        total = sum(tensor_bytes(sg.Tensors(t)) for t in ids if not is_constant(model, sg.Tensors(t)))
+        ins = {unpadded.get(t, t) for t in indices(op.InputsAsNumpy()) if t >= 0 and not is_constant(model, sg.Tensors(t))}
+        outs = {t for t in indices(op.OutputsAsNumpy()) if t >= 0} - ins
+        side = lambda ids: sum(tensor_bytes(sg.Tensors(t)) for t in ids)  # noqa: E731
+        total = max(side(ins), side(outs)) if names and names[i] in inplace_ops else side(ins) + side(outs)
         best = max(best, (total, i))
     return best
 
@@ -55,12 +79,12 @@ def file_order_live_ranges(model) -> list[tuple[str, int, int, int]]:
     n_ops = sg.OperatorsLength()
     names = op_names(model)
     storage: dict[int, int] = {}
-    first: dict[int, int] = {int(t): 0 for t in sg.InputsAsNumpy()}
+    first: dict[int, int] = {t: 0 for t in indices(sg.InputsAsNumpy())}
     last: dict[int, int] = dict(first)
     for i in range(n_ops):
         op = sg.Operators(i)
-        ins = [int(t) for t in op.InputsAsNumpy() if t >= 0 and not is_constant(model, sg.Tensors(int(t)))]
-        outs = [int(t) for t in op.OutputsAsNumpy() if t >= 0]
+        ins = [t for t in indices(op.InputsAsNumpy()) if t >= 0 and not is_constant(model, sg.Tensors(t))]
+        outs = [t for t in indices(op.OutputsAsNumpy()) if t >= 0]
         for t in ins:
             root = storage.get(t, t)
             last[root] = max(last.get(root, i), i)
@@ -69,6 +93,8 @@ def file_order_live_ranges(model) -> list[tuple[str, int, int, int]]:
                 storage[t] = storage.get(ins[0], ins[0])
             else:
                 first[t], last[t] = i, i
-    for t in sg.OutputsAsNumpy():
-        last[storage.get(int(t), int(t))] = max(n_ops - 1, 0)
-    return [(sg.Tensors(t).Name().decode(errors="replace"), tensor_bytes(sg.Tensors(t)), first[t], last[t]) for t in first]
+    for t in indices(sg.OutputsAsNumpy()):
+        last[storage.get(t, t)] = max(n_ops - 1, 0)
+    from .tflite_import import tensor_name
+
+    return [(tensor_name(sg, t), tensor_bytes(sg.Tensors(t)), first[t], last[t]) for t in first]

@@ -7,12 +7,15 @@ and turns its exceptions into messages that name the operator.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
+from .footprint import indices
 
 _MAX_MODEL_BYTES = 64 * 1024 * 1024  # far beyond any microcontroller's flash
 
@@ -44,6 +47,7 @@ class ImportedModel:
 _TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
 
 
+@lru_cache(maxsize=1)
 def _builtin_names() -> dict[int, str]:
     from tflite.BuiltinOperator import BuiltinOperator
 
@@ -55,44 +59,58 @@ def _op_name(model, op) -> str:
     builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
     name = _builtin_names().get(builtin, f"builtin {builtin}")
     if name == "CUSTOM":
-        name = f"CUSTOM({code.CustomCode().decode(errors='replace')})"
+        name = f"CUSTOM({(code.CustomCode() or b'?').decode(errors='replace')})"
     return name
+
+
+def tensor_name(subgraph, index: int) -> str:
+    """The tensor's name, or '#<index>' when the file gives none."""
+    name = subgraph.Tensors(index).Name()
+    return name.decode(errors="replace") if name else f"#{index}"
 
 
 def _tensor_info(subgraph, index: int) -> TensorInfo:
     t = subgraph.Tensors(index)
     dtype = _TFL_TYPES.get(t.Type())
     if dtype is None:
-        raise UnsupportedModelError(f"tensor '{t.Name().decode(errors='replace')}' has TFLite type {t.Type()}, which edgemem does not support.")
+        raise UnsupportedModelError(f"tensor '{tensor_name(subgraph, index)}' has TFLite type {_type_name(t.Type())}, which edgemem does not support.")
     q = t.Quantization()
     scale = zp = None
     if q is not None and q.ScaleLength() == 1:
         scale, zp = float(q.Scale(0)), int(q.ZeroPoint(0))
-    return TensorInfo(t.Name().decode(errors="replace"), tuple(int(d) for d in t.ShapeAsNumpy()), dtype, scale, zp)
+    return TensorInfo(tensor_name(subgraph, index), tuple(indices(t.ShapeAsNumpy())), dtype, scale, zp)
 
 
 def read_tflite(path: Path):
     """Parse the flatbuffer with the `tflite` package after checking it is one; returns tflite.Model."""
-    import tflite
-
     path = Path(path)
     if not path.is_file():
-        raise ModelFileError(f"model file '{path}' does not exist or is not a file. Pass the path of a .tflite model.")
-    size = path.stat().st_size
+        what = "is not a regular file (a directory, device or pipe)" if path.exists() else "does not exist"
+        raise ModelFileError(f"model file '{path}' {what}. Pass the path of a .tflite model.")
+    size = path.stat().st_size  # checked before reading: a huge file is refused without loading it
     if size > _MAX_MODEL_BYTES:
         raise ModelFileError(f"model file '{path}' is {size:,} bytes, more than the {_MAX_MODEL_BYTES:,} bytes edgemem accepts; no microcontroller holds it.")
-    buf = path.read_bytes()
+    try:
+        buf = path.read_bytes()
+    except OSError as exc:
+        raise ModelFileError(f"model file '{path}' cannot be read ({exc.strerror or exc}). Check its permissions.") from exc
+    return parse_tflite(buf, path)
+
+
+def parse_tflite(buf: bytes, path: Path | str = "<bytes>"):
+    """Check that `buf` is a complete TFLite flatbuffer with one subgraph whose indices all resolve;
+    returns tflite.Model. `path` only names the model in messages."""
+    import tflite
+
+    if not buf:
+        raise ModelFileError(f"model file '{path}' is empty (0 bytes). Pass a .tflite model written by the TFLite converter.")
     if len(buf) < 8 or buf[4:8] != b"TFL3":
         raise ModelFileError(f"'{path}' is not a TensorFlow Lite model (no 'TFL3' identifier at byte 4). Convert the model with the TFLite converter and pass the .tflite file.")
     try:
         model = tflite.Model.GetRootAsModel(buf, 0)
         if model.SubgraphsLength() < 1:
             raise ModelFileError(f"'{path}' holds no subgraph; the file is empty or truncated.")
-        sg = model.Subgraphs(0)
-        for i in range(sg.OperatorsLength()):
-            _op_name(model, sg.Operators(i))
-        for i in range(sg.TensorsLength()):
-            sg.Tensors(i).ShapeAsNumpy()
+        _check_references(model, len(buf), path)
     except ModelFileError:
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets
@@ -100,6 +118,112 @@ def read_tflite(path: Path):
     if model.SubgraphsLength() > 1:
         raise UnsupportedModelError(f"'{path}' has {model.SubgraphsLength()} subgraphs; edgemem compiles single-subgraph models (no control flow). Re-export without WHILE/IF.")
     return model
+
+
+def _corrupt(path, what: str) -> ModelFileError:
+    return ModelFileError(f"'{path}' is corrupted: {what}. Re-export the model with the TFLite converter.")
+
+
+def _check_indices(indices, limit: int, path, where: str, allow_absent: bool = False) -> None:
+    """Every tensor index of `where` must name a tensor of the subgraph (-1: optional input left out)."""
+    for t in indices:
+        if not (0 <= t < limit or (allow_absent and t == -1)):
+            raise _corrupt(path, f"{where} refers to tensor {int(t)}, but subgraph 0 has {limit} tensors")
+
+
+def _check_references(model, file_bytes: int, path) -> None:
+    """Resolve every index and vector of subgraph 0 and the buffers it uses, so that later stages never read
+    outside the file or index past a table; the flatbuffer reader itself does not check."""
+    sg = model.Subgraphs(0)
+    n_tensors, n_codes, n_buffers = sg.TensorsLength(), model.OperatorCodesLength(), model.BuffersLength()
+    _check_counts(sg, file_bytes, path)
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        if not 0 <= op.OpcodeIndex() < n_codes:
+            raise _corrupt(path, f"operator #{i} uses operator code {op.OpcodeIndex()}, but the file has {n_codes}")
+        where = f"operator #{i} ({_op_name(model, op)})"
+        _check_indices(indices(op.InputsAsNumpy()), n_tensors, path, where, allow_absent=True)
+        _check_indices(indices(op.OutputsAsNumpy()), n_tensors, path, where)
+    _check_indices(indices(sg.InputsAsNumpy()), n_tensors, path, "the model's input list")
+    _check_indices(indices(sg.OutputsAsNumpy()), n_tensors, path, "the model's output list")
+    for i in range(n_codes):
+        code = model.OperatorCodes(i)
+        code.BuiltinCode(), code.DeprecatedBuiltinCode(), code.CustomCode(), code.Version()
+    for i in range(n_tensors):
+        t = sg.Tensors(i)
+        _read_tensor_fields(t)
+        if not 0 <= t.Buffer() < n_buffers:  # buffer 0, the empty one, is there in every valid file
+            raise _corrupt(path, f"tensor '{tensor_name(sg, i)}' uses buffer {t.Buffer()}, but the file has {n_buffers}")
+        _check_buffer(model.Buffers(t.Buffer()), file_bytes, path, tensor_name(sg, i))
+
+
+def _check_counts(sg, file_bytes: int, path) -> None:
+    """A table takes at least 8 bytes (its offset in a vector and its vtable offset) and a vector element 4:
+    counts beyond that mean tables or vectors overlap, which no converter writes. Refusing them bounds the
+    work of every later pass by the file size (a corrupt file cannot make edgemem loop for minutes)."""
+    n_ops, n_tensors = sg.OperatorsLength(), sg.TensorsLength()
+    if 8 * (n_ops + n_tensors) > file_bytes:
+        raise _corrupt(path, f"it claims {n_ops:,} operators and {n_tensors:,} tensors in {file_bytes:,} bytes")
+    elements = sum(sg.Operators(i).InputsLength() + sg.Operators(i).OutputsLength() for i in range(n_ops))
+    elements += sum(sg.Tensors(i).ShapeLength() for i in range(n_tensors))
+    if 4 * elements > file_bytes:
+        raise _corrupt(path, f"its operator and shape vectors claim {elements:,} entries in {file_bytes:,} bytes")
+
+
+def _read_tensor_fields(t) -> None:
+    """Read every field of a tensor that edgemem or TVM's importer reads: the flatbuffer reader raises on an
+    offset past the end of the file only when the field is read, so it is read here, inside the check."""
+    t.Name(), t.Type(), t.ShapeAsNumpy(), t.ShapeSignatureAsNumpy(), t.IsVariable(), t.Sparsity()
+    q = t.Quantization()
+    if q is not None:
+        q.ScaleAsNumpy(), q.ZeroPointAsNumpy(), q.MinAsNumpy(), q.MaxAsNumpy(), q.QuantizedDimension()
+
+
+def _check_buffer(buf, file_bytes: int, path, tensor: str) -> None:
+    if buf.DataLength():
+        buf.DataAsNumpy()  # a view; raises when the vector runs past the end of the file
+    offset, size = buf.Offset(), buf.Size()  # both read: footprint.is_constant reads Size() of every buffer
+    if offset > 1 and offset + size > file_bytes:
+        raise _corrupt(path, f"the data of tensor '{tensor}' lies at bytes {offset:,}..{offset + size:,}, "
+                             f"past the end of the {file_bytes:,}-byte file (truncated?)")  # fmt: skip
+
+
+def check_supported(model, path) -> None:
+    """Refuse, naming the tensor and the operator, what edgemem cannot plan: tensor types it has no kernels
+    for, dynamic shapes (a -1 dimension: the bytes of a static arena must be known) and sparse tensors."""
+    sg = model.Subgraphs(0)
+    users: dict[int, str] = {}
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        for t in [*indices(op.InputsAsNumpy()), *indices(op.OutputsAsNumpy())]:
+            users.setdefault(int(t), f"operator #{i} ({_op_name(model, op)})")
+    for t in (*indices(sg.InputsAsNumpy()), *indices(sg.OutputsAsNumpy())):
+        users.setdefault(int(t), "the model's inputs/outputs")
+    for index, where in sorted(users.items()):
+        if index < 0:
+            continue
+        tensor = sg.Tensors(index)
+        name = tensor_name(sg, index)
+        if tensor.Type() not in _TFL_TYPES:
+            raise UnsupportedModelError(
+                f"{Path(path).name}: tensor '{name}' (used by {where}) has TFLite type {_type_name(tensor.Type())}, which edgemem "
+                f"does not support (supported: {', '.join(sorted(set(_TFL_TYPES.values())))}). Quantize the model to int8."
+            )
+        shape = indices(tensor.ShapeAsNumpy())
+        if any(d < 0 for d in shape):
+            raise UnsupportedModelError(
+                f"{Path(path).name}: tensor '{name}' (used by {where}) has a dynamic shape {shape}; edgemem plans a static "
+                "arena and needs every shape fixed. Re-export the model with fixed input shapes (batch 1)."
+            )
+        if tensor.Sparsity() is not None:
+            raise UnsupportedModelError(f"{Path(path).name}: tensor '{name}' (used by {where}) is sparse; edgemem needs dense tensors. Convert without sparsification.")
+
+
+def _type_name(code: int) -> str:
+    from tflite.TensorType import TensorType
+
+    names = {v: k for k, v in TensorType.__dict__.items() if not k.startswith("_")}
+    return f"{names.get(code, 'unknown')} ({code})"
 
 
 def _normalize_quant_axis(wrapper) -> None:
@@ -130,6 +254,13 @@ def _converter_class():
     from tvm.relax.frontend.tflite import tflite_frontend as tf
 
     class EdgememConverter(tf.OperatorConverter):
+        current_op = None  # flatbuffer position of the operator being converted, for error messages
+
+        def get_op_code_str(self, op):
+            # Called first for every operator by TVM's conversion loop; remembers which one fails.
+            type(self).current_op = op._tab.Pos
+            return super().get_op_code_str(op)
+
         # Layout-only ops are exact on int8 data; the stock list refuses them.
         _SUPPORTED_QUANTIZED_OPS = tf.OperatorConverter._SUPPORTED_QUANTIZED_OPS | {
             "PAD", "PADV2", "TRANSPOSE", "SQUEEZE", "STRIDED_SLICE", "RESIZE_NEAREST_NEIGHBOR",
@@ -166,25 +297,68 @@ def _converter_class():
     return EdgememConverter
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _op_label(sg, op_names: list[str], i: int) -> str:
+    op = sg.Operators(i)
+    outs = [tensor_name(sg, int(t)) for t in indices(op.OutputsAsNumpy()) if t >= 0]
+    return f"operator #{i} {op_names[i]}" + (f" (output '{outs[0]}')" if outs else "")
+
+
+def _where(sg, op_names: list[str], op_pos: int | None) -> str:
+    """'operator #i NAME (output 'x'): ' for the operator whose table starts at op_pos, or '' if unknown."""
+    for i in range(sg.OperatorsLength()):
+        if sg.Operators(i)._tab.Pos == op_pos:
+            return _op_label(sg, op_names, i) + ": "
+    return ""
+
+
+def _named_ops(sg, op_names: list[str], message: str) -> str:
+    """' (first use: operator #i NAME (output 'x'); ...)' for the operators TVM's message quotes."""
+    quoted = set(re.findall(r"'([A-Z0-9_]+)'", message))
+    base = [name.split("(")[0] for name in op_names]  # CUSTOM(code) is quoted as CUSTOM
+    firsts = [_op_label(sg, op_names, base.index(name)) for name in sorted(quoted) if name in base]
+    return f" (first use: {'; '.join(firsts)})" if firsts else ""
+
+
+def inspect_tflite(path: Path) -> tuple[object, list[str], list[TensorInfo], list[TensorInfo]]:
+    """Everything import_tflite checks before TVM sees the model: (tflite.Model, op names, inputs, outputs)."""
+    model = read_tflite(path)
+    check_supported(model, path)
+    sg = model.Subgraphs(0)
+    op_names = [_op_name(model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
+    inputs = [_tensor_info(sg, i) for i in indices(sg.InputsAsNumpy())]
+    outputs = [_tensor_info(sg, i) for i in indices(sg.OutputsAsNumpy())]
+    if not inputs or not outputs or not op_names:
+        raise UnsupportedModelError(
+            f"{Path(path).name} has {len(inputs)} input(s), {len(outputs)} output(s) and {len(op_names)} operator(s); "
+            "edgemem compiles models that compute their outputs from at least one input."
+        )
+    for t in inputs:
+        if any(d <= 0 for d in t.shape):
+            raise UnsupportedModelError(f"input '{t.name}' has a dynamic shape {t.shape}; give a fixed shape (edgemem plans static arenas).")
+    return model, op_names, inputs, outputs
+
+
 def import_tflite(path: Path) -> ImportedModel:
     """Validate the file and import subgraph 0 into a Relax IRModule (QDQ form for int8)."""
     import tvm
     from tvm.relax.frontend.tflite import from_tflite
 
-    model = read_tflite(path)
+    model, op_names, inputs, outputs = inspect_tflite(path)
     sg = model.Subgraphs(0)
-    op_names = [_op_name(model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
-    inputs = [_tensor_info(sg, int(i)) for i in sg.InputsAsNumpy()]
-    outputs = [_tensor_info(sg, int(i)) for i in sg.OutputsAsNumpy()]
-    for t in inputs:
-        if any(d <= 0 for d in t.shape):
-            raise UnsupportedModelError(f"input '{t.name}' has a dynamic shape {t.shape}; give a fixed shape (edgemem plans static arenas).")
+    converter = _converter_class()
     try:
-        mod = from_tflite(model, op_converter=_converter_class())
+        # TVM's own check, run before from_tflite opens a block builder (which warns when left open)
+        converter(model, sg, None, None).check_unsupported_ops()
+        mod = from_tflite(model, op_converter=converter)
     except UnsupportedModelError as exc:
-        raise UnsupportedModelError(f"{Path(path).name}: {exc}") from exc
+        raise UnsupportedModelError(f"{Path(path).name}: {_where(sg, op_names, converter.current_op)}{exc}") from exc
     except tvm.error.OpNotImplemented as exc:
-        raise UnsupportedModelError(f"{Path(path).name}: {exc}. The model's operators are: {', '.join(sorted(set(op_names)))}. Replace the operator or file an issue for it.") from exc
+        raise UnsupportedModelError(f"{Path(path).name}: {' '.join(str(exc).split()).rstrip('.')}{_named_ops(sg, op_names, str(exc))}. The model's operators are: {', '.join(sorted(set(op_names)))}. Replace the operator or file an issue for it.") from exc
     except Exception as exc:
-        raise UnsupportedModelError(f"{Path(path).name}: TVM's TFLite importer failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Operators in the model: {', '.join(sorted(set(op_names)))}.") from exc
+        raise UnsupportedModelError(f"{Path(path).name}: {_where(sg, op_names, converter.current_op)}TVM's TFLite importer failed ({type(exc).__name__}: {_first_line(exc)}). Operators in the model: {', '.join(sorted(set(op_names)))}.") from exc
     return ImportedModel(Path(path), mod, inputs, outputs, op_names)

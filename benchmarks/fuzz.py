@@ -1,0 +1,269 @@
+"""Coverage-guided fuzzing of edgemem's model front end with atheris (libFuzzer for Python).
+
+    .venv/bin/python benchmarks/fuzz.py --runs 200000                    # the long run (benchmarks/fuzz.md)
+    .venv/bin/python benchmarks/fuzz.py --runs 20000 --target build      # also TVM import .. C sources
+    .venv/bin/python benchmarks/fuzz.py --runs 10000 --seeds small       # what tests/test_fuzz.py runs
+
+Target `front` (default): every stage a `.tflite` file meets before TVM, in the order `edgemem build` runs them --
+the RAM floor check (`pipeline._check_floor`: read + validate the flatbuffer, the operator floor, the file-order
+plan when it does not fit), `inspect_tflite` (types, dynamic shapes, inputs/outputs) and the file-order live
+ranges. Target `build` adds `pipeline.build(compile=False)` (TVM import, lowering, schedule, plan, C) on the
+inputs the front end accepts (a few percent of the mutants, 0.1-1 s each): about 10x slower, so CI fuzzes `front`
+and the long runs both. The one allowed failure is an `edgemem.errors.EdgememError`; any other exception is a
+crash, and an input that takes more than --timeout seconds is a hang.
+
+Seeds (written to a temporary corpus, never into the repository): the shared models (../shared/models), the
+examples, and a slim copy of each -- the same operators, tensors, shapes and quantization with constant data cut
+to 4 bytes -- so that mutations land on the flatbuffer's structure rather than on weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT.parent / "shared" / "models"
+EXAMPLES = ROOT / "examples"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(EXAMPLES))
+
+BOARD = "stm32f746"  # 311,296 B for the arena: many mutants exceed it, which exercises the does-not-fit path
+SMALL_SEED_BYTES = 64 * 1024  # --seeds small: the models (and slim copies) up to this size
+STATS_EVERY = 250  # inputs between two saves of the outcome counts
+ARTIFACTS = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
+
+
+# ---------------------------------------------------------------- the target (runs in the worker process)
+
+
+def check_model_bytes(data: bytes, scratch: Path, board) -> str:
+    """Run the front end on one input; returns the name of the EdgememError that ended it ('' if none).
+    Anything else propagates: that is a crash."""
+    from edgemem import pipeline
+    from edgemem.errors import EdgememError
+    from edgemem.frontend.footprint import file_order_live_ranges
+    from edgemem.frontend.tflite_import import inspect_tflite, parse_tflite
+
+    path = scratch / "input.tflite"
+    path.write_bytes(data)
+    try:
+        model = parse_tflite(data, path)
+    except EdgememError as exc:
+        return type(exc).__name__  # the stages below would stop at the same check (read_tflite parses the same way)
+    outcome = ""
+    for stage in (lambda: pipeline._check_floor(path, board), lambda: inspect_tflite(path),
+                  lambda: file_order_live_ranges(model)):  # fmt: skip
+        try:
+            stage()
+        except EdgememError as exc:
+            outcome = outcome or type(exc).__name__
+    return outcome
+
+
+def build_model_bytes(data: bytes, scratch: Path, board) -> str:
+    """--target build: the front end, then, for an input it accepts, the whole build up to the C sources
+    (TVM import, lowering, scheduling, planning, codegen; no compiler). Same rule: only EdgememError."""
+    from edgemem import pipeline
+    from edgemem.errors import EdgememError
+
+    outcome = check_model_bytes(data, scratch, board)
+    if outcome:
+        return outcome
+    try:
+        pipeline.build(scratch / "input.tflite", BOARD, scratch / "out",
+                       pipeline.BuildOptions(compile=False, overwrite=True, schedule_seconds=0.2))  # fmt: skip
+    except EdgememError as exc:
+        return type(exc).__name__
+    return ""
+
+
+TARGETS = {"front": check_model_bytes, "build": build_model_bytes}
+
+
+def worker(target: str, libfuzzer_args: list[str]) -> None:
+    import atheris
+
+    with atheris.instrument_imports(include=["edgemem", "tflite", "flatbuffers"]):
+        from edgemem import pipeline
+        from edgemem.board import load_board
+        from edgemem.frontend import footprint, tflite_import  # noqa: F401 - instrumented for coverage
+
+    board = pipeline.board_with_budget(load_board(BOARD), None, None)
+    scratch = Path(os.environ.get("EDGEMEM_FUZZ_SCRATCH") or tempfile.mkdtemp(prefix="edgemem-fuzz-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+
+    outcomes: dict[str, int] = {}
+    stats = os.environ.get("EDGEMEM_FUZZ_STATS")  # libFuzzer exits from C: no atexit, so counts are saved as we go
+
+    def one_input(data: bytes) -> None:
+        outcome = TARGETS[target](data, scratch, board) or "accepted"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if stats and sum(outcomes.values()) % STATS_EVERY == 0:
+            Path(stats).write_text(json.dumps(outcomes))
+
+    atheris.Setup([sys.argv[0], *libfuzzer_args], one_input)
+    atheris.Fuzz()
+
+
+# ---------------------------------------------------------------- seeds
+
+
+def slim_model(data: bytes) -> bytes | None:
+    """The model's structure with every constant's data cut to 4 bytes (None if it cannot be read)."""
+    import tflite
+    from make_example_model import ModelBuilder, _Tensor
+
+    from edgemem.frontend.footprint import indices, is_constant
+    from edgemem.frontend.tflite_import import tensor_name
+
+    try:
+        model = tflite.Model.GetRootAsModel(data, 0)
+        sg = model.Subgraphs(0)
+        mb = ModelBuilder(description="slim seed")
+        for i in range(sg.TensorsLength()):
+            t = sg.Tensors(i)
+            buffer = 0
+            if is_constant(model, t):
+                mb.buffers.append(b"\x01\x02\x03\x04")
+                buffer = len(mb.buffers) - 1
+            q = t.Quantization()
+            quant = None
+            if q is not None and q.ScaleLength():
+                quant = {"scale": list(q.ScaleAsNumpy()), "zero_point": list(q.ZeroPointAsNumpy()),
+                         "quantized_dimension": q.QuantizedDimension()}  # fmt: skip
+            mb.tensors.append(_Tensor(tensor_name(sg, i), tuple(indices(t.ShapeAsNumpy())), t.Type(), buffer, quant))
+        for i in range(sg.OperatorsLength()):
+            op = sg.Operators(i)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            mb.op(builtin, indices(op.InputsAsNumpy()), indices(op.OutputsAsNumpy()), version=code.Version())
+        return mb.serialize(indices(sg.InputsAsNumpy()), indices(sg.OutputsAsNumpy()))
+    except Exception:  # noqa: BLE001 - a seed we cannot slim is still used whole
+        return None
+
+
+def seed_files(which: str) -> list[Path]:
+    files = sorted(EXAMPLES.glob("*.tflite")) + sorted(MODELS.glob("*.tflite"))
+    if which == "small":
+        files = [f for f in files if f.stat().st_size <= SMALL_SEED_BYTES]
+    return files
+
+
+def write_corpus(corpus: Path, which: str) -> int:
+    """Seeds into `corpus`; returns how many."""
+    corpus.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for f in seed_files("all"):
+        data = f.read_bytes()
+        slim = slim_model(data)
+        variants = [(f.stem, data)] + ([(f.stem + ".slim", slim)] if slim else [])
+        for name, blob in variants:
+            if which == "small" and len(blob) > SMALL_SEED_BYTES:
+                continue
+            (corpus / f"{name}.tflite").write_bytes(blob)
+            n += 1
+    return n
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def run_fuzzer(runs: int, *, seeds: str = "all", timeout: float = 10.0, max_len: int = 1 << 20, seed: int = 1,
+               work_dir: Path | None = None, wall_limit: float | None = None, target: str = "front") -> dict:  # fmt: skip
+    """Run the worker for `runs` inputs in a subprocess; returns what happened (runs done, crashes, hangs)."""
+    work = Path(work_dir or tempfile.mkdtemp(prefix="edgemem-fuzz-run-"))
+    corpus, artifacts = work / "corpus", work / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    n_seeds = write_corpus(corpus, seeds)
+    args = [str(corpus), f"-runs={runs}", f"-timeout={int(timeout)}", f"-max_len={max_len}", f"-seed={seed}",
+            "-rss_limit_mb=4096", f"-artifact_prefix={artifacts}/", "-print_final_stats=1"]  # fmt: skip
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", target, "--", *args]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=wall_limit, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "PYTHONHASHSEED": "0", "EDGEMEM_FUZZ_STATS": str(work / "outcomes.json"),
+                                   "EDGEMEM_FUZZ_SCRATCH": str(work / "scratch")})  # fmt: skip
+        output, returncode = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        output = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+        returncode = None
+    seconds = time.perf_counter() - t0
+    (work / "fuzz.log").write_text(output)  # libFuzzer's whole log, next to the corpus and the artifacts
+    done = re.search(r"Done (\d+) runs in (\d+) second", output)
+    found = sorted(p.name for p in artifacts.iterdir() if p.name.startswith(ARTIFACTS))
+    outcomes = json.loads((work / "outcomes.json").read_text()) if (work / "outcomes.json").is_file() else {}
+    return {
+        "runs_requested": runs, "runs_done": int(done.group(1)) if done else None, "seconds": round(seconds, 1),
+        "seeds": n_seeds, "returncode": returncode, "artifacts": found,
+        "crashes": sum(a.startswith(("crash-", "oom-", "leak-")) for a in found) + ("Uncaught Python exception" in output),
+        "hangs": sum(a.startswith("timeout-") for a in found) + (returncode is None),
+        "cov": _last_int(r"cov: (\d+)", output), "corpus_units": _last_int(r"corp: (\d+)", output),
+        "work_dir": str(work), "output_tail": output[-4000:], "command": cmd, "target": target, "outcomes": outcomes,
+    }  # fmt: skip
+
+
+def _last_int(pattern: str, text: str) -> int | None:
+    found = re.findall(pattern, text)
+    return int(found[-1]) if found else None
+
+
+def report(res: dict, argv: list[str]) -> str:
+    ok = res["runs_done"] is not None and res["runs_done"] >= res["runs_requested"] and not res["crashes"] and not res["hangs"]
+    rate = res["runs_done"] / res["seconds"] if res["runs_done"] and res["seconds"] else 0
+    lines = [
+        "# Fuzzing the model front end (atheris)",
+        "",
+        f"Command: `.venv/bin/python benchmarks/fuzz.py {' '.join(argv)}`",
+        "",
+        f"Target `{res['target']}`: `pipeline._check_floor` (read + validate the flatbuffer, operator floor, "
+        "file-order plan), `inspect_tflite` (types, dynamic shapes, inputs/outputs) and `file_order_live_ranges` "
+        "on each input" + (", then `pipeline.build(compile=False)` (TVM import, lowering, schedule, plan, C) on the "
+        "inputs those accept" if res["target"] == "build" else "") + "; an exception other than `EdgememError` is "
+        "a crash, an input over the per-input timeout a hang. Seeds: the shared models, the examples and a slim "
+        "copy of each (constants cut to 4 bytes).",
+        "",
+        "| runs requested | runs done | seconds | inputs/s | seeds | coverage (libFuzzer cov) | corpus at end | crashes | hangs | result |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {res['runs_requested']:,} | {res['runs_done'] or 0:,} | {res['seconds']} | {rate:,.0f} | {res['seeds']} | "
+        f"{res['cov']} | {res['corpus_units']} | {res['crashes']} | {res['hangs']} | {'pass' if ok else 'FAIL'} |",
+        "",
+    ]
+    if res["outcomes"]:
+        counted = sum(res["outcomes"].values())
+        lines += [f"How the first {counted:,} inputs ended (counts saved every {STATS_EVERY} inputs): "
+                  + ", ".join(f"{k} {v:,}" for k, v in sorted(res["outcomes"].items(), key=lambda kv: -kv[1])) + ".", ""]
+    if not ok:
+        lines += [f"Exit code {res['returncode']}; log in `{res['work_dir']}/fuzz.log`. Artifacts:", "",
+                  *[f"- `{a}`" for a in res["artifacts"]], "", "```", res["output_tail"], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--worker"]:  # --worker TARGET -- libFuzzer arguments
+        worker(argv[1], argv[3:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=200_000)
+    ap.add_argument("--seeds", choices=("all", "small"), default="all")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per input before it counts as a hang")
+    ap.add_argument("--max-len", type=int, default=1 << 20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--target", choices=sorted(TARGETS), default="front",
+                    help="front: the checks before TVM (fast); build: also the whole build up to the C sources")
+    args = ap.parse_args(argv)
+    res = run_fuzzer(args.runs, seeds=args.seeds, timeout=args.timeout, max_len=args.max_len, seed=args.seed,
+                     target=args.target)  # fmt: skip
+    sys.stdout.write(report(res, argv))
+    return 0 if (not res["crashes"] and not res["hangs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

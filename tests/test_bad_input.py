@@ -1,0 +1,254 @@
+"""Bad input, one case per class, through the `edgemem` CLI: each ends with one paragraph on stderr that says what is
+wrong, where and what to do, a distinct exit code (errors.py), no Python traceback, and no output directory.
+
+The broken models are written here with the example's flatbuffer writer (examples/make_example_model.py), so each
+case breaks exactly one thing. tests/test_build.py already covers zero bytes ("not a TFLite model"), the
+unsupported LSTM of a real model, and the pipeline-level budget checks; they are not repeated.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tflite
+
+from edgemem.errors import ModelFileError
+from edgemem.frontend.tflite_import import read_tflite
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT.parent / "shared" / "models"
+EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
+
+# exit codes (edgemem/errors.py)
+USAGE, FILE, UNSUPPORTED, DOES_NOT_FIT, TOOLCHAIN = 2, 3, 4, 5, 6
+
+
+def _example_module():
+    spec = importlib.util.spec_from_file_location("edgemem_make_example_model_bad", ROOT / "examples" / "make_example_model.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mem = _example_module()
+OP, TT = mem.OP, mem.TT
+
+
+def _cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgemem.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=env)  # fmt: skip
+
+
+def build_fails(model: Path, tmp_path: Path, code: int, *phrases: str, extra=(), env=None) -> str:
+    """Run `edgemem build`; check the exit code, one paragraph with `phrases`, no traceback, nothing written."""
+    out = tmp_path / "out"
+    p = _cli("build", str(model), "-o", str(out), *extra, cwd=tmp_path, env=env)
+    assert p.returncode == code, f"exit {p.returncode}, expected {code}; stderr:\n{p.stderr}"
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, p.stderr  # one paragraph (rich does not wrap it: soft_wrap)
+    for phrase in phrases:
+        assert phrase in errors[0], f"{phrase!r} not in: {errors[0]}"
+    assert not out.exists(), "a failed build left an output directory"
+    assert not list(tmp_path.glob(".out.*")), "a failed build left its temporary directory"
+    return errors[0]
+
+
+def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, extra_subgraphs=0, bad_input_index=None):
+    """x int8[1,8] -> FULLY_CONNECTED -> h int8[1,4] -> second_op -> y int8[1,4], with one thing broken."""
+    mb = _MultiSubgraphBuilder(copies=1 + extra_subgraphs) if extra_subgraphs else mem.ModelBuilder()
+    q = mem.qparams(0.05, 0)
+    x = mb.tensor("x", (1, 8), np.int8, q)
+    w = mb.const("w", np.ones((4, 8), np.int8), mem.qparams(0.01, 0))
+    b = mb.const("b", np.zeros(4, np.int32), mem.qparams(0.0005, 0))
+    h = mb.tensor("hidden", (-1, 4) if dynamic_hidden else (1, 4), np.int8, q)
+    if hidden_type is not None:
+        mb.tensors[h].ttype = hidden_type
+    y = mb.tensor("y", (1, 4), np.int8, mem.qparams(1 / 256, -128))
+    mb.op(OP.FULLY_CONNECTED, [x if bad_input_index is None else bad_input_index, w, b], [h],
+          *mem.fully_connected_options(), version=4)  # fmt: skip
+    mb.op(second_op, [h], [y], *(mem.softmax_options() if second_op == OP.SOFTMAX else ()))
+    return mb.serialize([x], [y])
+
+
+class _MultiSubgraphBuilder(mem.ModelBuilder):
+    """Writes the one subgraph `copies` times (a model with control flow has several)."""
+
+    def __init__(self, copies: int):
+        super().__init__()
+        self.copies = copies
+
+    def _offset_vector(self, b, start_fn, offsets):
+        if start_fn is tflite.ModelStartSubgraphsVector:
+            offsets = offsets * self.copies
+        return mem.ModelBuilder._offset_vector(b, start_fn, offsets)
+
+
+def write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def shared_model(name: str) -> Path:
+    path = MODELS / f"{name}.tflite"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    return path
+
+
+def test_the_fixture_model_itself_builds(tmp_path):
+    """The unbroken fixture imports (so each failure below comes from the one thing broken)."""
+    from edgemem import pipeline
+
+    pipeline.build(write(tmp_path, "ok.tflite", one_op_fc()), "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False))
+
+
+# ---- the file ------------------------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path):
+    build_fails(tmp_path / "nope.tflite", tmp_path, FILE, "does not exist", "nope.tflite")
+
+
+def test_device_instead_of_a_file_is_not_read(tmp_path):
+    """/dev/zero never ends: it must be refused before any read (a hang otherwise)."""
+    build_fails(Path("/dev/zero"), tmp_path, FILE, "is not a regular file")
+
+
+def test_empty_file(tmp_path):
+    build_fails(write(tmp_path, "empty.tflite", b""), tmp_path, FILE, "is empty (0 bytes)")
+
+
+def test_wrong_magic_png_renamed(tmp_path):
+    png = b"\x89PNG\r\n\x1a\n" + bytes(100)
+    build_fails(write(tmp_path, "image.tflite", png), tmp_path, FILE, "not a TensorFlow Lite model", "TFL3", "Convert the model")
+
+
+def test_truncated_model(tmp_path):
+    data = EXAMPLE.read_bytes()
+    build_fails(write(tmp_path, "cut.tflite", data[: len(data) * 3 // 4]), tmp_path, FILE, "cut.tflite", "truncated", "Re-export")
+
+
+def test_every_prefix_of_a_model_is_refused_as_a_file_error(tmp_path):
+    """The weights sit at the end of the file; cutting anywhere must be caught by the reader, not later."""
+    data = EXAMPLE.read_bytes()
+    for cut in range(0, len(data) - 1, 37):
+        path = write(tmp_path, "cut.tflite", data[:cut])
+        with pytest.raises(ModelFileError):
+            read_tflite(path)
+
+
+def test_corrupted_tensor_index_names_the_operator(tmp_path):
+    model = write(tmp_path, "corrupt.tflite", one_op_fc(bad_input_index=999))
+    build_fails(model, tmp_path, FILE, "corrupted", "operator #0 (FULLY_CONNECTED)", "tensor 999", "Re-export")
+
+
+def test_huge_file_is_refused_before_reading(tmp_path):
+    """A sparse 65 MiB file: refused from its size (stat), never read into memory; takes no disk space."""
+    huge = tmp_path / "huge.tflite"
+    with open(huge, "wb") as f:
+        f.write(EXAMPLE.read_bytes()[:8])
+        f.truncate(65 * 1024 * 1024)
+    build_fails(huge, tmp_path, FILE, "68,157,440 bytes", "more than the 67,108,864 bytes")
+
+
+# ---- the model's structure ---------------------------------------------------------------------------------
+
+
+def test_several_subgraphs(tmp_path):
+    build_fails(write(tmp_path, "two.tflite", one_op_fc(extra_subgraphs=1)), tmp_path, UNSUPPORTED, "2 subgraphs", "WHILE/IF")
+
+
+def test_dynamic_tensor_names_tensor_and_operator(tmp_path):
+    model = write(tmp_path, "dyn.tflite", one_op_fc(dynamic_hidden=True))
+    build_fails(model, tmp_path, UNSUPPORTED, "tensor 'hidden'", "operator #0 (FULLY_CONNECTED)", "dynamic shape [-1, 4]", "fixed")
+
+
+def test_unsupported_type_names_tensor_and_operator(tmp_path):
+    model = write(tmp_path, "f64.tflite", one_op_fc(hidden_type=TT.FLOAT64))
+    build_fails(model, tmp_path, UNSUPPORTED, "tensor 'hidden'", "operator #0 (FULLY_CONNECTED)", "FLOAT64")
+
+
+def test_unsupported_operator_names_its_index(tmp_path):
+    model = write(tmp_path, "skipgram.tflite", one_op_fc(second_op=OP.SKIP_GRAM))
+    build_fails(model, tmp_path, UNSUPPORTED, "'SKIP_GRAM'", "operator #1 SKIP_GRAM (output 'y')", "file an issue")
+
+
+# ---- the budget ----------------------------------------------------------------------------------------------
+
+
+def test_does_not_fit_reports_needed_budget_best_plan_and_what_was_tried(tmp_path):
+    """A budget between the operator floor and the arena the build needs (mltk_kws_on_off_v3: its schedulers beat
+    the file order): the floor check passes, no plan fits, and the message gives both figures and every order and
+    placement tried. The figures come from a build without the budget, so the test follows the optimisers."""
+    from edgemem import pipeline
+    from edgemem.board import load_board
+    from edgemem.frontend.footprint import operator_floor_bytes
+
+    model = shared_model("mltk_kws_on_off_v3")
+    fits = pipeline.build(model, "stm32f746", tmp_path / "unbounded", pipeline.BuildOptions(compile=False))
+    need = fits.plan.total_bytes
+    floor = operator_floor_bytes(read_tflite(model), pipeline._INPLACE_OPS)[0]
+    budget = -(-floor // 32) * 32  # the MPU covers 32-byte multiples
+    if budget >= need:
+        pytest.skip(f"the arena ({need:,} B) is at the floor ({floor:,} B): no budget fails only in planning")
+    stack = load_board("stm32f746").stack_size
+    msg = build_fails(model, tmp_path, DOES_NOT_FIT, f"needs an arena of {need:,} bytes", f"{budget:,} bytes of RAM left",
+                      f"Best plan found: the {fits.schedule.scheduler} order", "Placements tried", "--ram",
+                      extra=("--ram", str(stack + budget)))  # fmt: skip
+    for order, peak in fits.info["schedulers_tried"].items():
+        assert f"{order} {peak:,} B" in msg, (order, msg)
+
+
+def test_does_not_fit_below_the_operator_floor_names_the_operator(tmp_path):
+    msg = build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 4,000 bytes", "operator #4 ADD", "1,024 bytes left",
+                      "Best plan found", "6,000 B", extra=("--ram", str(16384 + 1024)))  # fmt: skip
+    assert "skipped" in msg
+
+
+def test_flash_override_too_small(tmp_path):
+    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "1,056 bytes of weights", "1,000 bytes of flash", "--flash",
+                extra=("--flash", "1000"))  # fmt: skip
+
+
+def test_ram_override_not_a_budget(tmp_path):
+    build_fails(EXAMPLE, tmp_path, USAGE, "--ram 0", "more than the stack", extra=("--ram", "0"))
+
+
+# ---- the output directory and the toolchain ------------------------------------------------------------------
+
+
+def test_existing_output_directory_exit_code(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "mine.txt").write_text("keep")
+    p = _cli("build", str(EXAMPLE), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert p.returncode == USAGE and "--force" in p.stderr and "Traceback" not in p.stderr
+    assert (tmp_path / "out" / "mine.txt").read_text() == "keep"
+
+
+def test_missing_cross_compiler_gives_the_install_command(tmp_path):
+    """PATH without arm-none-eabi-gcc (make and the host tools stay): exit 6 with the apt-get line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("make", "sh"):
+        found = shutil.which(tool)
+        if found:
+            os.symlink(found, bin_dir / tool)
+    env = {**os.environ, "PATH": str(bin_dir)}
+    build_fails(EXAMPLE, tmp_path, TOOLCHAIN, "arm-none-eabi-gcc not found", "apt-get install", env=env)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    """The contrast: --debug is the one way to get a traceback."""
+    p = _cli("--debug", "build", str(tmp_path / "nope.tflite"), "-o", str(tmp_path / "o"), cwd=tmp_path)
+    assert p.returncode != 0 and "Traceback" in p.stderr and "ModelFileError" in p.stderr
