@@ -59,9 +59,18 @@ CASES = [  # (H, W, C, K, stride, pad top/left, output H, W)
 ]
 
 
+def test_streaming_condition_refuses_what_would_clobber_unread_input():
+    # 3x3 stride 1 SAME: output (0, 1) is written over pixel 1, which output (0, 2) still reads
+    assert not int8_ops.depthwise_streams_in_place((1, 5, 6, 3), (3, 3, 3), (1, 1), (1, 1), [1, 1, 1, 1], (1, 5, 6, 3))
+    # mltk_kws_on_off_v3's 9x1 stride 2 with 3 rows of top padding: output 1 overwrites row 1, output 2 reads it
+    assert not int8_ops.depthwise_streams_in_place((1, 98, 1, 8), (9, 1, 8), (2, 2), (1, 1), [3, 0, 4, 0], (1, 49, 1, 8))
+    assert int8_ops.depthwise_streams_in_place((1, 7, 5, 4), (3, 3, 4), (2, 2), (1, 1), [1, 1, 1, 1], (1, 4, 3, 4))
+
+
 @pytest.mark.skipif(HOST_CC is None, reason="host gcc not installed")
 @pytest.mark.parametrize("case", CASES)
-def test_inplace_depthwise_with_aliased_memory_matches_reference(case, tmp_path):
+@pytest.mark.parametrize("workspace", [True, False])
+def test_inplace_depthwise_with_aliased_memory_matches_reference(case, workspace, tmp_path):
     (h, w, c), k, stride, pad, (ho, wo) = case
     rng = np.random.default_rng(h * 100 + c)
     x = rng.integers(-128, 128, size=(1, h, w, c), dtype=np.int8)
@@ -73,7 +82,9 @@ def test_inplace_depthwise_with_aliased_memory_matches_reference(case, tmp_path)
     zp, rq = -7, Requant(3, -100, 120)
     expected = _depthwise_reference(x, wt, bias, mult, shift, zp, stride, pad, (ho, wo), rq)
 
-    prim = int8_ops.depthwise_conv2d_inplace((1, h, w, c), (k, k, c), zp, stride, (1, 1), [*pad, 0, 0], (1, ho, wo, c), rq)
+    if not workspace and not int8_ops.depthwise_streams_in_place((1, h, w, c), (k, k, c), stride, (1, 1), [*pad, 0, 0], (1, ho, wo, c)):
+        pytest.skip("this shape needs the workspace")
+    prim = int8_ops.depthwise_conv2d_inplace((1, h, w, c), (k, k, c), zp, stride, (1, 1), [*pad, 0, 0], (1, ho, wo, c), rq, workspace)
     ck = prim_funcs_to_c({"dw_inplace": prim}, {"dw_inplace": {1, 2, 3, 4}}, scratch="error")
     assert "restrict" not in ck.source.split("dw_inplace(")[1].split(")")[0]  # aliasing is allowed
     lib = compile_shared(ck, tmp_path, "dw")
@@ -83,8 +94,8 @@ def test_inplace_depthwise_with_aliased_memory_matches_reference(case, tmp_path)
     fn.restype = ctypes.c_int32
     ptr = memory.ctypes.data_as(ctypes.c_void_p)
     args = [ptr, wt.ctypes.data_as(ctypes.c_void_p), bias.ctypes.data_as(ctypes.c_void_p),
-            mult.ctypes.data_as(ctypes.c_void_p), shift.ctypes.data_as(ctypes.c_void_p), ptr,
-            tmp.ctypes.data_as(ctypes.c_void_p)]  # fmt: skip
+            mult.ctypes.data_as(ctypes.c_void_p), shift.ctypes.data_as(ctypes.c_void_p), ptr]
+    args += [tmp.ctypes.data_as(ctypes.c_void_p)] if workspace else []  # fmt: skip
     assert fn(*args) == 0
     np.testing.assert_array_equal(memory[: ho * wo * c].reshape(1, ho, wo, c), expected)
 
@@ -169,3 +180,22 @@ def test_inplace_depthwise_models_shrink_and_stay_bit_exact(name, without, with_
     # the device's high-water mark is the planned end of the highest buffer (before its alignment padding)
     top = max(result.plan.placements[b].offset + result.graph.tensors[b].nbytes for b in result.plan.placements)
     assert res["arena_high_water_bytes"] == top and result.info["arena_bytes"] - 4 < top
+
+
+@pytest.mark.skipif(HOST_CC is None, reason="host gcc not installed")
+def test_streaming_kernel_is_wrong_where_the_condition_fails(tmp_path):
+    """The control: without the workspace a stride-1 depthwise over its own input reads clobbered pixels."""
+    h, w, c = 5, 6, 3
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, size=(1, h, w, c), dtype=np.int8)
+    wt = rng.integers(1, 128, size=(3, 3, c), dtype=np.int8)
+    bias, mult, shift = np.zeros(c, np.int32), np.full(c, 1 << 30, np.int32), np.full(c, -4, np.int32)
+    rq = Requant(0, -128, 127)
+    expected = _depthwise_reference(x, wt, bias, mult, shift, 0, (1, 1), (1, 1), (h, w), rq)
+    prim = int8_ops.depthwise_conv2d_inplace((1, h, w, c), (3, 3, c), 0, (1, 1), (1, 1), [1, 1, 1, 1], (1, h, w, c), rq, False)
+    lib = compile_shared(prim_funcs_to_c({"dw_inplace": prim}, {"dw_inplace": {1, 2, 3, 4}}, scratch="error"), tmp_path, "dw")
+    memory = x.reshape(-1).copy()
+    ptr = memory.ctypes.data_as(ctypes.c_void_p)
+    lib.dw_inplace(ptr, wt.ctypes.data_as(ctypes.c_void_p), bias.ctypes.data_as(ctypes.c_void_p),
+                   mult.ctypes.data_as(ctypes.c_void_p), shift.ctypes.data_as(ctypes.c_void_p), ptr)
+    assert not np.array_equal(memory.reshape(1, h, w, c), expected)

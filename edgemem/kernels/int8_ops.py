@@ -111,7 +111,7 @@ def depthwise_conv2d(x_shape, w_shape, has_bias, in_zp, stride, dilation, pad, o
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 
-def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant):
+def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant, workspace: bool = True):
     """DEPTHWISE_CONV_2D (multiplier 1) that writes its output over its input (after TinyEngine).
 
     Channel by channel: copy the input channel's plane into ``tmp`` (H*W bytes, the only extra RAM), then
@@ -119,7 +119,8 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
     also channel c of the input (same channel count), which was saved in ``tmp``: other channels are
     never touched, so any stride and padding work as long as the output is not larger than the input.
     Parameters: x, w [KH, KW, C], bias [C], mult [C], shift [C], out (may alias x), tmp [H*W]; the
-    kernel is also correct when out and x are apart (the planner may not manage to overlap them)."""
+    kernel is also correct when out and x are apart (the planner may not manage to overlap them).
+    workspace=False: no tmp, the input is read in place -- only where depthwise_streams_in_place holds."""
     from tvm.script import tirx as T
 
     n, h, w, c = x_shape
@@ -151,7 +152,42 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
                 out[0, i, j, ch] = clamp_to_int8(
                     multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
 
-    return depthwise_inplace
+    @T.prim_func
+    def depthwise_inplace_streaming(
+        x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
+        mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
+    ):
+        T.func_attr({"tir.noalias": False})
+        acc = T.decl_buffer((1,), "int32")
+        for ch in range(c):
+            for i, j in T.grid(ho, wo):
+                acc[0] = bias[ch]
+                for r, s in T.grid(kh, kw):
+                    if 0 <= i * sh + r * dh - pt and i * sh + r * dh - pt < h and 0 <= j * sw + s * dw - pl and j * sw + s * dw - pl < w:
+                        acc[0] = acc[0] + (T.Cast("int32", x[0, i * sh + r * dh - pt, j * sw + s * dw - pl, ch]) - zp) * T.Cast("int32", wt[r, s, ch])
+                out[0, i, j, ch] = clamp_to_int8(
+                    multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
+
+    return depthwise_inplace if workspace else depthwise_inplace_streaming
+
+
+def depthwise_streams_in_place(x_shape, w_shape, stride, dilation, pad, out_shape) -> bool:
+    """Whether the in-place depthwise needs no workspace: computing the outputs in ascending order, each
+    one only overwrites input pixels that no later output reads. True when every output's window starts
+    (in flat pixel order, within the input) at or after the output's own pixel -- e.g. stride 2 along H."""
+    _, h, w, _ = x_shape
+    kh, kw = w_shape[0], w_shape[1]
+    _, ho, wo, _ = out_shape
+    sh, sw = stride
+    dh, dw = dilation
+    pt, pl = pad[0], pad[1]
+    for i in range(ho):
+        rows = [i * sh + r * dh - pt for r in range(kh) if 0 <= i * sh + r * dh - pt < h]
+        for j in range(wo):
+            cols = [j * sw + q * dw - pl for q in range(kw) if 0 <= j * sw + q * dw - pl < w]
+            if rows and cols and min(rows) * w + min(cols) < i * wo + j:
+                return False
+    return True
 
 
 def fully_connected(x_shape, w_shape, has_bias, in_zp, w_zp, multiplier, shift, rq: Requant):

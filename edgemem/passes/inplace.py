@@ -15,6 +15,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from ..kernels import int8_ops
 from . import kernel_spec
 from .rewrite import Bindings, add_kernel, rebuild
 
@@ -35,17 +36,23 @@ def _eligible(b: Bindings, var) -> bool:
 
 def _inplace_call(b: Bindings, var):
     gv, prim, spec, args = b.kernel(var)
-    new_spec = {**spec, "builder": "depthwise_conv2d_inplace"}
+    # strided ones often need no scratch at all: each output only overwrites input pixels already consumed
+    streaming = int8_ops.depthwise_streams_in_place(spec["x_shape"], spec["w_shape"], spec["stride"], spec["dilation"],
+                                                    spec["pad"], spec["out_shape"])  # fmt: skip
+    new_spec = {**spec, "builder": "depthwise_conv2d_inplace", "workspace": not streaming}
     n, h, w, c = spec["x_shape"]
     out_ty = b.defs[var].ty_args[0]
 
     def replacement(bb, env):
-        new_prim = (kernel_spec.build(new_spec).with_attr("edgemem.spec", kernel_spec.dumps(new_spec))
-                    .with_attr("edgemem.inplace", 0).with_attr("edgemem.workspace", h * w))  # fmt: skip
+        new_prim = kernel_spec.build(new_spec).with_attr("edgemem.spec", kernel_spec.dumps(new_spec)).with_attr("edgemem.inplace", 0)
+        if not streaming:
+            new_prim = new_prim.with_attr("edgemem.workspace", h * w)
         new_gv = add_kernel(bb, new_prim, prim)
         new_args = [env.get(a, a) for a in args]
         if not spec["has_bias"]:  # the in-place kernel always takes a bias
             new_args.insert(2, relax.const(np.zeros(c, np.int32)))
+        if streaming:
+            return relax.call_tir(new_gv, new_args, out_ty)
         both = bb.emit(relax.call_tir(new_gv, new_args, [out_ty, relax.TensorType((h * w,), "int8")]))
         return relax.TupleGetItem(both, 0)
 

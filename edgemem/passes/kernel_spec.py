@@ -15,7 +15,8 @@ _BUILDERS = {
     "depthwise_conv2d": lambda s: int8_ops.depthwise_conv2d(s["x_shape"], s["w_shape"], s["has_bias"], s["in_zp"],
                                                             s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"]),
     "depthwise_conv2d_inplace": lambda s: int8_ops.depthwise_conv2d_inplace(
-        s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"]),
+        s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"],
+        s.get("workspace", True)),
     "pad": lambda s: int8_ops.pad(s["x_shape"], s["pad_before"], s["pad_after"], s["pad_value"]),
 }  # fmt: skip
 
