@@ -111,7 +111,7 @@ def depthwise_conv2d(x_shape, w_shape, has_bias, in_zp, stride, dilation, pad, o
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 
-def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant, workspace: bool = True):
+def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant, delay: int = 0):
     """DEPTHWISE_CONV_2D (multiplier 1) that writes its output over its input (after TinyEngine).
 
     Channel by channel: copy the input channel's plane into ``tmp`` (H*W bytes, the only extra RAM), then
@@ -120,7 +120,8 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
     never touched, so any stride and padding work as long as the output is not larger than the input.
     Parameters: x, w [KH, KW, C], bias [C], mult [C], shift [C], out (may alias x), tmp [H*W]; the
     kernel is also correct when out and x are apart (the planner may not manage to overlap them).
-    workspace=False: no tmp, the input is read in place -- only where depthwise_streams_in_place holds."""
+    delay > 0 (see depthwise_inplace_delay): no tmp; the input is read where it lies and each output is held
+    back on the stack until the last reader of the input pixel it overwrites has run."""
     from tvm.script import tirx as T
 
     n, h, w, c = x_shape
@@ -152,42 +153,57 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
                 out[0, i, j, ch] = clamp_to_int8(
                     multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
 
+    k_out = ho * wo
+    d = max(int(delay), 1)
+
     @T.prim_func
-    def depthwise_inplace_streaming(
+    def depthwise_inplace_delayed(
         x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
         mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
     ):
         T.func_attr({"tir.noalias": False})
         acc = T.decl_buffer((1,), "int32")
+        ring = T.decl_buffer((d,), "int8")  # the last d outputs of this channel, on the stack
         for ch in range(c):
-            for i, j in T.grid(ho, wo):
+            for k in range(k_out):
                 acc[0] = bias[ch]
                 for r, s in T.grid(kh, kw):
-                    if 0 <= i * sh + r * dh - pt and i * sh + r * dh - pt < h and 0 <= j * sw + s * dw - pl and j * sw + s * dw - pl < w:
-                        acc[0] = acc[0] + (T.Cast("int32", x[0, i * sh + r * dh - pt, j * sw + s * dw - pl, ch]) - zp) * T.Cast("int32", wt[r, s, ch])
-                out[0, i, j, ch] = clamp_to_int8(
+                    if 0 <= (k // wo) * sh + r * dh - pt and (k // wo) * sh + r * dh - pt < h and 0 <= (k % wo) * sw + s * dw - pl and (k % wo) * sw + s * dw - pl < w:
+                        acc[0] = acc[0] + (T.Cast("int32", x[0, (k // wo) * sh + r * dh - pt, (k % wo) * sw + s * dw - pl, ch]) - zp) * T.Cast("int32", wt[r, s, ch])
+                ring[k % d] = clamp_to_int8(
                     multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
+                if k >= d - 1:  # every reader of input pixel k-d+1 has run: its byte may go
+                    out[0, (k - d + 1) // wo, (k - d + 1) % wo, ch] = ring[(k - d + 1) % d]
+            for t in range(d - 1):
+                if k_out - d + 1 + t >= 0:
+                    out[0, (k_out - d + 1 + t) // wo, (k_out - d + 1 + t) % wo, ch] = ring[(k_out - d + 1 + t) % d]
 
-    return depthwise_inplace if workspace else depthwise_inplace_streaming
+    return depthwise_inplace if not delay else depthwise_inplace_delayed
 
 
-def depthwise_streams_in_place(x_shape, w_shape, stride, dilation, pad, out_shape) -> bool:
-    """Whether the in-place depthwise needs no workspace: computing the outputs in ascending order, each
-    one only overwrites input pixels that no later output reads. True when every output's window starts
-    (in flat pixel order, within the input) at or after the output's own pixel -- e.g. stride 2 along H."""
+MAX_INPLACE_DELAY = 512  # bytes of stack the delayed in-place depthwise may hold per call
+
+
+def depthwise_inplace_delay(x_shape, w_shape, stride, dilation, pad, out_shape) -> int:
+    """How many outputs the in-place depthwise must hold back so that writing output q (over input pixel q
+    of the same channel) waits for every output that reads input pixel q: max over q of (last reader of
+    pixel q) - q + 1, at least 1 (1: each output goes straight out). 0 if that exceeds MAX_INPLACE_DELAY."""
     _, h, w, _ = x_shape
     kh, kw = w_shape[0], w_shape[1]
     _, ho, wo, _ = out_shape
     sh, sw = stride
     dh, dw = dilation
     pt, pl = pad[0], pad[1]
+    last = {}  # input pixel -> the last output (flat index) whose window reads it
     for i in range(ho):
-        rows = [i * sh + r * dh - pt for r in range(kh) if 0 <= i * sh + r * dh - pt < h]
         for j in range(wo):
-            cols = [j * sw + q * dw - pl for q in range(kw) if 0 <= j * sw + q * dw - pl < w]
-            if rows and cols and min(rows) * w + min(cols) < i * wo + j:
-                return False
-    return True
+            for r in range(kh):
+                for q in range(kw):
+                    y, z = i * sh + r * dh - pt, j * sw + q * dw - pl
+                    if 0 <= y < h and 0 <= z < w:
+                        last[y * w + z] = i * wo + j
+    need = max([reader - pixel + 1 for pixel, reader in last.items() if pixel < ho * wo] + [1])
+    return need if need <= MAX_INPLACE_DELAY else 0
 
 
 def fully_connected(x_shape, w_shape, has_bias, in_zp, w_zp, multiplier, shift, rq: Requant):

@@ -1,6 +1,8 @@
 """In-place kernels (after TinyEngine): the output is written over an input that dies there.
 
-Depthwise convolution: one input channel's plane is the only scratch (the workspace).
+Depthwise convolution: each output is held back on the stack (a few rows of one channel) until the
+input pixel it overwrites has been read by its last reader; where that would take too much stack, one
+input channel's plane is the scratch (the workspace).
 
 Applies to a depthwise convolution with depth multiplier 1 and batch 1 whose output is no larger than
 its input, when the input is read by nothing else, owns its storage (a kernel's output or a model input,
@@ -36,10 +38,12 @@ def _eligible(b: Bindings, var) -> bool:
 
 def _inplace_call(b: Bindings, var):
     gv, prim, spec, args = b.kernel(var)
-    # strided ones often need no scratch at all: each output only overwrites input pixels already consumed
-    streaming = int8_ops.depthwise_streams_in_place(spec["x_shape"], spec["w_shape"], spec["stride"], spec["dilation"],
-                                                    spec["pad"], spec["out_shape"])  # fmt: skip
-    new_spec = {**spec, "builder": "depthwise_conv2d_inplace", "workspace": not streaming}
+    # usually no arena scratch at all: each output waits on the stack until the input pixel it overwrites
+    # has been read by its last reader (a few rows of one channel); else one channel plane of workspace
+    delay = int8_ops.depthwise_inplace_delay(spec["x_shape"], spec["w_shape"], spec["stride"], spec["dilation"],
+                                             spec["pad"], spec["out_shape"])  # fmt: skip
+    streaming = delay > 0
+    new_spec = {**spec, "builder": "depthwise_conv2d_inplace", "delay": delay}
     n, h, w, c = spec["x_shape"]
     out_ty = b.defs[var].ty_args[0]
 

@@ -16,7 +16,7 @@ _BUILDERS = {
                                                             s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"]),
     "depthwise_conv2d_inplace": lambda s: int8_ops.depthwise_conv2d_inplace(
         s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"],
-        s.get("workspace", True)),
+        s.get("delay", 0)),
     "pad": lambda s: int8_ops.pad(s["x_shape"], s["pad_before"], s["pad_after"], s["pad_value"]),
 }  # fmt: skip
 
