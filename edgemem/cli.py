@@ -155,9 +155,7 @@ def run(
 
         from . import pipeline
 
-        info = pipeline.load_build_info(project)
-        if board is not None and Path(board).stem != info["board"]:
-            raise EdgememError(f"'{project}' was built for board {info['board']}, not {board}; rebuild it with --board {board}.")
+        info = _check_board(project, board)
         inputs = [_load_npy(p) for p in input_files] or None
         if inputs is not None and len(inputs) != len(info["inputs"]):
             raise EdgememError(f"the model has {len(info['inputs'])} input(s) but {len(inputs)} --input file(s) were given.")
@@ -185,11 +183,9 @@ def profile_cmd(
 ) -> None:
     """Measure RAM and time per operator on the device (or QEMU) over serial, next to the plan's prediction."""
     try:
-        from . import pipeline, profiling
+        from . import profiling
 
-        info = pipeline.load_build_info(project)
-        if board is not None and Path(board).stem != info["board"]:
-            raise EdgememError(f"'{project}' was built for board {info['board']}, not {board}; rebuild it with --board {board}.")
+        _check_board(project, board)
         res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)

@@ -210,7 +210,10 @@ def _write_atomically(out_dir: Path, overwrite: bool, fill) -> None:
     """Write the project into a temporary sibling and move it into place only when complete."""
     out_dir = out_dir.resolve()
     if out_dir.exists() and not overwrite:
-        raise FileExistsError(out_dir)
+        raise EdgememError(
+            f"output directory '{out_dir}' already exists; edgemem does not overwrite it silently. "
+            "Pass --force to replace it, or choose another directory with -o."
+        )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -263,13 +266,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             result.info["profile"] = predicted_steps(graph, schedule, buffers, plan, options.profile_seed)
         (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")
 
-    try:
-        _write_atomically(Path(out_dir), options.overwrite, fill)
-    except FileExistsError:
-        raise EdgememError(
-            f"output directory '{out_dir}' already exists; edgemem does not overwrite it silently. "
-            "Pass --force to replace it, or choose another directory with -o."
-        ) from None
+    _write_atomically(Path(out_dir), options.overwrite, fill)
     return result
 
 
@@ -509,12 +506,6 @@ def plan_symbolic(model_path: str | Path, board_name: str, dims: list, options: 
                 (project / name).write_text(text)
             (project / SYMBOLIC_INFO).write_text(json.dumps(info, indent=2) + "\n")
 
-        try:
-            _write_atomically(Path(out_dir), options.overwrite, fill)
-        except FileExistsError:
-            raise EdgememError(
-                f"output directory '{out_dir}' already exists; edgemem does not overwrite it silently. "
-                "Pass --force to replace it, or choose another directory with -o."
-            ) from None
+        _write_atomically(Path(out_dir), options.overwrite, fill)
         info["files"] = sorted(sources)
     return info

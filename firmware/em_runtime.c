@@ -548,6 +548,19 @@ uint32_t em_bss_bytes(void)
 
 static const char *const em_fault_names[] = {"hardfault", "memmanage", "busfault", "usagefault", "nmi", "irq"};
 
+/* The faulting code's pc and lr (when the exception frame is readable) and the stack pointer. */
+static void em_put_frame(const uint32_t *frame, uint32_t frame_ok, uint32_t fp)
+{
+    if (frame_ok) {
+        em_puts(" pc=");
+        em_put_hex32(frame[6]);
+        em_puts(" lr=");
+        em_put_hex32(frame[5]);
+    }
+    em_puts(" sp=");
+    em_put_hex32(fp);
+}
+
 #if defined(__ARM_ARCH_6M__)
 /* ARMv6-M (Cortex-M0/M0+): every fault is a HardFault and there are no fault status registers. */
 void em_fault(uint32_t *frame, uint32_t exc_return, uint32_t kind)
@@ -561,14 +574,7 @@ void em_fault(uint32_t *frame, uint32_t exc_return, uint32_t kind)
     if (fp < stack_lo) {
         em_puts(" stack_overflow");
     }
-    if (fp >= stack_lo && fp + 32u <= stack_hi && (fp & 3u) == 0u) {
-        em_puts(" pc=");
-        em_put_hex32(frame[6]);
-        em_puts(" lr=");
-        em_put_hex32(frame[5]);
-    }
-    em_puts(" sp=");
-    em_put_hex32(fp);
+    em_put_frame(frame, fp >= stack_lo && fp + 32u <= stack_hi && (fp & 3u) == 0u, fp);
     em_puts(" exc_return=");
     em_put_hex32(exc_return);
     em_putc('\n');
@@ -636,14 +642,7 @@ void em_fault(uint32_t *frame, uint32_t exc_return, uint32_t kind)
         em_puts(" addr=");
         em_put_hex32(bfar);
     }
-    if (frame_ok) {
-        em_puts(" pc=");
-        em_put_hex32(frame[6]);
-        em_puts(" lr=");
-        em_put_hex32(frame[5]);
-    }
-    em_puts(" sp=");
-    em_put_hex32(fp);
+    em_put_frame(frame, frame_ok, fp);
     em_puts(" stack=[");
     em_put_hex32(stack_lo);
     em_putc(',');
