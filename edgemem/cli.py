@@ -48,6 +48,8 @@ def _print_build(info: dict) -> None:
         t.add_row(f"  pool {pool}", _kib(size))
     t.add_row("lower bound", _kib(info["lower_bound_bytes"]) + f"  ({info['scheduler']} order)")
     t.add_row("operator orders tried", ", ".join(f"{k} {v:,} B" for k, v in info["schedulers_tried"].items()))
+    if info.get("passes"):
+        t.add_row("memory passes", _passes_line(info["passes"], info.get("pass_baselines", {})))
     t.add_row("stack", f"{_kib(info['stack_reserved_bytes'])} reserved, ~{info['stack_estimate_bytes']:,} B estimated")
     t.add_row("static RAM (.data+.bss)", _kib(info.get("static_ram_bytes")))
     t.add_row("total RAM", f"{_kib(info.get('total_ram_bytes'))} of {_kib(info['board_ram_bytes'])}")
@@ -55,6 +57,17 @@ def _print_build(info: dict) -> None:
     fits = info.get("fits")
     t.add_row("fits the board", "-" if fits is None else ("[green]yes[/]" if fits else "[red]no[/]"))
     out.print(t)
+
+
+def _passes_line(passes: dict, baselines: dict) -> str:
+    """The passes run, each with its arena change; then how the orchestrator got there."""
+    steps = ", ".join(f"{s['pass']} {s['d_arena']:+,} B" if "d_arena" in s else s["pass"] for s in passes["sequence"]) or "none"
+    if "trials" not in passes:
+        return steps + "  (fixed sequence)"
+    others = ", ".join(f"{k} {v['arena_bytes']:,} B" for k, v in baselines.items() if v.get("arena_bytes") is not None)
+    stop = {"target": "fits with margin", "time": "time budget", "trials": "trial budget", "exhausted": "nothing left to try"}
+    return (f"{steps}  (orchestrator: {passes['trials']} trials, stopped: {stop.get(passes['stop'], passes['stop'])}, "
+            f"result from {passes['source']}; baselines {others})")
 
 
 def _print_run(res: dict) -> None:
@@ -104,6 +117,7 @@ def build(
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
+    opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
@@ -120,7 +134,8 @@ def build(
             _json(info) if as_json else _print_symbolic(info, out_dir)
             return
         result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
-                                                                        schedule_seconds=schedule_time, profile=profile))
+                                                                        schedule_seconds=schedule_time, profile=profile,
+                                                                        opt_seconds=opt_time))
         res = None
         if run_it:
             from . import profiling

@@ -44,6 +44,9 @@ class BuildOptions:
     profile: bool = False  # per-step reports over the UART, a seeded input in flash (`edgemem profile`)
     profile_seed: int = 0  # the seed of that input
     inplace: bool = True  # allow the in-place depthwise pass (TinyEngine's in-place)
+    opt_seconds: float = 5.0  # time budget of the pass orchestrator (0: edgemem's fixed pass sequence)
+    opt_seed: int = 0  # the orchestrator's seed (same seed, same passes)
+    opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
 
 
 @dataclass
@@ -169,8 +172,13 @@ def _file_order_plan(model, align: int) -> tuple[int, str]:
 
 
 def _optimize(mod, board: Board, options: BuildOptions):
-    """The memory passes on the lowered module: edgemem's fixed default sequence (PAD folding, then
-    in-place depthwise, which folding enables). Returns the module and what each pass did."""
+    """The memory passes on the lowered module: the orchestrator (passes/orchestrate.py) within
+    ``opt_seconds``, stopping once the arena fits the board's RAM with ``opt_margin`` to spare; else
+    edgemem's fixed default sequence (PAD folding, then in-place depthwise, which folding enables, then
+    in-place element-wise). Returns the module and what each pass did (with the baselines when
+    orchestrated)."""
+    if options.opt_seconds > 0:
+        return _orchestrate(mod, board, options)
     from .passes.fold_pad import fold_pad
     from .passes.inplace import inplace_depthwise, inplace_elementwise
 
@@ -183,6 +191,19 @@ def _optimize(mod, board: Board, options: BuildOptions):
         report.append({"pass": name, "changed": not new.same_as(mod)})
         mod = new
     return mod, {"sequence": report}
+
+
+def _orchestrate(mod, board: Board, options: BuildOptions):
+    from .passes.catalogue import catalogue
+    from .passes.orchestrate import DEFAULT_SEQUENCE, measure, orchestrate
+
+    passes = [p for p in catalogue() if options.inplace or not p.name.startswith("inplace")]
+    result = orchestrate(mod, passes, seed=options.opt_seed, time_budget=options.opt_seconds,
+                         target_bytes=_ram_budget(board), margin=options.opt_margin, baselines=("none", "tvm_default", "fixed"),
+                         fixed_sequence=DEFAULT_SEQUENCE, measure_fn=lambda m: measure(m, board.arena_align))  # fmt: skip
+    report = result.report()
+    report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
+    return result.module, {**report, "baselines": result.baselines}
 
 
 def _check_flash(graph: OpGraph, board: Board, model_name: str) -> None:
@@ -261,6 +282,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             result.sizes = _link(project, board, plan)
         result.info = build_info(result, model, schedulers, stack_estimate=_stack_estimate(project, graph),
                                  seconds=time.perf_counter() - t0)  # fmt: skip
+        result.info["pass_baselines"] = passes_report.pop("baselines", {})
         result.info["passes"] = passes_report
         if options.profile:
             result.info["profile"] = predicted_steps(graph, schedule, buffers, plan, options.profile_seed)

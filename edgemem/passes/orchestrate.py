@@ -1,0 +1,567 @@
+"""Which memory passes to run, and in which order: a search after OPASS (Yu et al., JSA 2026) over the
+pass catalogue, on the lowered module.
+
+States are modules, actions are passes. A pass is an *opportunity* on a module when applying it changes
+the module's status: planned arena, flash, MACs, number of kernels, of storage-owning tensors, of in-place
+tensors (an in-place rewrite changes nothing else, yet it is what a later pass builds on). The search:
+
+- detects the opportunities of the input module (applies each pass, keeps those that change the status);
+- then repeatedly picks a visited state by a rank-biased random choice on OPASS's score (initial arena /
+  state arena x untried opportunities) and applies one of its untried opportunities, the most promising
+  (measured or learned arena ratio) first;
+- a new state inherits its parent's opportunities (minus the pass just applied), corrected by the learned
+  effect table ("p keeps q", "p creates q"); with a small probability (0.03) its opportunities are
+  re-detected for real; passes nobody has a belief about are tested only when nothing else is left;
+- it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
+  at ``time_budget`` seconds, or when nothing is left to try.
+
+Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence.
+The run is deterministic for a seed: every choice comes from ``random.Random(seed)`` and the measure is
+deterministic (the schedulers and the planner finish well inside their budgets on these graphs). A time
+stop only cuts the same trajectory shorter.
+
+The effect table (``effects.json`` next to this file) holds, per pass and pass pair, how often a pass is an
+opportunity on a fresh module, how often ``p`` keeps or creates ``q``, and ``p``'s mean arena ratio. Runs
+only *read* it; every run returns its observations and ``learn`` merges them into the file. A user build
+never writes it: the package may be installed read-only, builds must not depend on which models were
+built before on the same machine (the same model gives the same result), and parallel builds would race
+on the file. ``benchmarks/passes.py --learn`` refreshes it from the shared models.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Hashable, Iterable
+
+DEFAULT_SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_elementwise")  # edgemem's fixed sequence
+EFFECTS_FILE = "effects.json"
+REDETECT = 0.03  # OPASS's probability of re-detecting a new state's real opportunities
+RANK_BIAS = 0.5  # the state (or opportunity) of rank r is chosen with weight RANK_BIAS ** r
+MIN_OBSERVATIONS = 3  # fewer observations of a pass (pair) than this: no belief
+LIKELY, UNLIKELY = 0.9, 0.1  # observed rates at or beyond these count as beliefs
+STATUS_KEYS = ("arena_bytes", "flash_bytes", "macs", "ops", "tensors", "inplace_tensors", "peak_bytes")
+ALL_BASELINES = ("none", "tvm_default", "fixed", "greedy")
+
+
+def objective(figures: dict) -> tuple:
+    """The board fit, smaller is better: arena, then flash, then MACs."""
+    return figures["arena_bytes"], figures["flash_bytes"], figures["macs"]
+
+
+def status(figures: dict) -> tuple:
+    return tuple(figures.get(k) for k in STATUS_KEYS)
+
+
+def measure(mod, align: int = 4, schedule_seconds: float = 0.5) -> dict:
+    """catalogue.evaluate (the build's measure) plus the number of in-place tensors."""
+    from ..ir.graph import read_graph
+    from .catalogue import evaluate
+
+    figures = evaluate(mod, align, schedule_seconds)
+    figures["inplace_tensors"] = sum(1 for t in read_graph(mod).tensors.values() if t.alias_of)
+    return figures
+
+
+def module_key(mod) -> Hashable:
+    """Structural identity of a module: the same program reached by two sequences is one state."""
+    import tvm_ffi
+
+    return tvm_ffi.structural_hash(mod)
+
+
+# -- the learned effect table ---------------------------------------------------------------------------
+
+
+def _belief(hits: int, seen: int) -> bool | None:
+    if seen < MIN_OBSERVATIONS:
+        return None
+    rate = hits / seen
+    return True if rate >= LIKELY else False if rate <= UNLIKELY else None
+
+
+@dataclass
+class EffectTable:
+    """Counts observed across models. ``root[q] = [seen, opportunity]`` on an unpassed module;
+    ``after[p][q] = [seen while q was an opportunity, still one after p, seen while q was not, one after p]``;
+    ``gain[p] = [applications as an opportunity, sum of arena after / before]``."""
+
+    root: dict = field(default_factory=dict)
+    after: dict = field(default_factory=dict)
+    gain: dict = field(default_factory=dict)
+    models: list = field(default_factory=list)
+
+    # what a run believes
+    def root_belief(self, q: str) -> bool | None:
+        seen, hits = self.root.get(q, (0, 0))
+        return _belief(hits, seen)
+
+    def after_belief(self, p: str, q: str, was: bool) -> bool | None:
+        c = self.after.get(p, {}).get(q, (0, 0, 0, 0))
+        return _belief(c[1], c[0]) if was else _belief(c[3], c[2])
+
+    def arena_ratio(self, p: str) -> float:
+        n, total = self.gain.get(p, (0, 0.0))
+        return total / n if n else 1.0
+
+    # what a run saw
+    def saw_root(self, q: str, opportunity: bool) -> None:
+        c = self.root.setdefault(q, [0, 0])
+        c[0] += 1
+        c[1] += int(opportunity)
+
+    def saw_after(self, p: str, q: str, was: bool, now: bool) -> None:
+        c = self.after.setdefault(p, {}).setdefault(q, [0, 0, 0, 0])
+        base = 0 if was else 2
+        c[base] += 1
+        c[base + 1] += int(now)
+
+    def saw_gain(self, p: str, ratio: float) -> None:
+        c = self.gain.setdefault(p, [0, 0.0])
+        c[0] += 1
+        c[1] += ratio
+
+    def merged(self, other: "EffectTable") -> "EffectTable":
+        out = EffectTable.from_json(self.to_json())
+        for q, (seen, hits) in other.root.items():
+            c = out.root.setdefault(q, [0, 0])
+            c[0], c[1] = c[0] + seen, c[1] + hits
+        for p, row in other.after.items():
+            for q, counts in row.items():
+                c = out.after.setdefault(p, {}).setdefault(q, [0, 0, 0, 0])
+                for i in range(4):
+                    c[i] += counts[i]
+        for p, (n, total) in other.gain.items():
+            c = out.gain.setdefault(p, [0, 0.0])
+            c[0], c[1] = c[0] + n, c[1] + total
+        out.models = sorted(set(out.models) | set(other.models))
+        return out
+
+    def is_empty(self) -> bool:
+        return not (self.root or self.after or self.gain)
+
+    def to_json(self) -> dict:
+        return {"version": 1, "models": list(self.models), "root": self.root, "after": self.after,
+                "gain": {p: [n, round(total, 6)] for p, (n, total) in self.gain.items()}}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict) -> "EffectTable":
+        return cls(root={q: list(c) for q, c in data.get("root", {}).items()},
+                   after={p: {q: list(c) for q, c in row.items()} for p, row in data.get("after", {}).items()},
+                   gain={p: list(c) for p, c in data.get("gain", {}).items()},
+                   models=list(data.get("models", [])))  # fmt: skip
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "EffectTable":
+        """The table shipped in the package (or the file at ``path``); empty when there is none."""
+        if path is not None:
+            source = Path(path)
+            return cls.from_json(json.loads(source.read_text())) if source.is_file() else cls()
+        shipped = resources.files(__package__).joinpath(EFFECTS_FILE)
+        return cls.from_json(json.loads(shipped.read_text())) if shipped.is_file() else cls()
+
+    def save(self, path: str | Path | None = None) -> Path:
+        target = Path(path) if path is not None else Path(__file__).with_name(EFFECTS_FILE)
+        text = json.dumps(self.to_json(), indent=1, sort_keys=True)
+        text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)  # counts on one line
+        target.write_text(text + "\n")
+        return target
+
+
+def learn(observations: Iterable[EffectTable], base: EffectTable | None = None) -> EffectTable:
+    """``base`` (default: empty) with every run's observations added: the explicit learning step."""
+    table = base or EffectTable()
+    for obs in observations:
+        table = table.merged(obs)
+    return table
+
+
+# -- the search -----------------------------------------------------------------------------------------
+
+
+class _OutOfBudget(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+@dataclass
+class _State:
+    id: int
+    mod: Any
+    key: Hashable
+    figures: dict
+    path: tuple
+    incoming: list = field(default_factory=list)  # (parent id, pass name)
+    known: dict = field(default_factory=dict)  # pass -> measured: is it an opportunity here
+    believed: set = field(default_factory=set)  # opportunities believed (measured, inherited or learned)
+    unknown: set = field(default_factory=set)  # passes without any belief: tested when nothing else is left
+    tried: set = field(default_factory=set)  # believed opportunities already applied
+
+
+@dataclass
+class Step:
+    """One pass of the chosen sequence and what it did (after - before)."""
+
+    name: str
+    arena_bytes: int  # after the pass
+    d_arena: int
+    d_flash: int
+    d_macs: int
+    d_ops: int
+    d_tensors: int
+    d_inplace: int  # tensors written over their input
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Orchestration:
+    module: Any
+    figures: dict
+    sequence: list  # [Step]
+    source: str  # "search" or "baseline:<name>" (a baseline beat the search)
+    search_figures: dict  # the search's own best
+    trials: int  # pass applications by the search (cache misses)
+    trials_to_best: int  # ... until its best was first reached
+    baseline_trials: int  # further applications the baselines needed
+    states: int
+    stop: str  # "target", "trials", "time" or "exhausted"
+    seconds: float
+    baselines: dict  # name -> {"arena_bytes", "flash_bytes", "macs", "sequence"} or {"arena_bytes": None, "reason"}
+    observations: EffectTable  # what this run saw, for ``learn``
+    table_models: int  # models the effect table used was learned from
+
+    def report(self) -> dict:
+        return {"sequence": [s.to_json() for s in self.sequence], "arena_bytes": self.figures["arena_bytes"],
+                "source": self.source, "search_arena_bytes": self.search_figures["arena_bytes"],
+                "trials": self.trials, "trials_to_best": self.trials_to_best, "baseline_trials": self.baseline_trials,
+                "states": self.states, "stop": self.stop, "seconds": round(self.seconds, 3),
+                "effect_table_models": self.table_models}  # fmt: skip
+
+
+class _Search:
+    def __init__(self, passes, table: EffectTable, measure_fn, key_fn, clock, time_budget, max_trials, seed, learn_all):
+        self.passes = list(passes)
+        self.by_name = {p.name: p for p in self.passes}
+        self.index = {p.name: i for i, p in enumerate(self.passes)}
+        self.table, self.measure_fn, self.key_fn, self.clock = table, measure_fn, key_fn, clock
+        self.start, self.time_budget, self.max_trials = clock(), time_budget, max_trials
+        self.rng = random.Random(seed)
+        self.redetect = 1.0 if learn_all else REDETECT
+        self.obs = EffectTable()
+        self.applied: dict = {}  # (module key, pass) -> (module, key, figures or None)
+        self.figures: dict = {}  # module key -> figures
+        self.states: list[_State] = []
+        self.by_key: dict = {}
+        self.trials = 0
+        self.extra_trials = 0  # made outside the search (baselines): no budget
+        self.budgeted = True
+        self.best: _State | None = None
+        self.trials_to_best = 0
+
+    # applying a pass --------------------------------------------------------------------------------
+    def apply(self, state: _State, name: str):
+        """(module, key, figures or None on failure), from the cache or by one trial."""
+        cached = self.applied.get((state.key, name))
+        if cached is not None:
+            return cached
+        if self.budgeted:
+            if self.trials >= self.max_trials:
+                raise _OutOfBudget("trials")
+            if self.clock() - self.start >= self.time_budget:
+                raise _OutOfBudget("time")
+            self.trials += 1
+        else:
+            self.extra_trials += 1
+        try:
+            mod = self.by_name[name](state.mod)
+            key = self.key_fn(mod)
+            figures = state.figures if key == state.key else self.figures.get(key)
+            if figures is None:
+                figures = self.figures[key] = self.measure_fn(mod)
+        except Exception:  # a failing pass is not applicable (OPASS)
+            mod, key, figures = state.mod, state.key, None
+        result = self.applied[(state.key, name)] = (mod, key, figures)
+        return result
+
+    def opportunity(self, state: _State, result) -> bool:
+        return result[2] is not None and status(result[2]) != status(state.figures)
+
+    # what is known, and what it teaches ---------------------------------------------------------------
+    def set_known(self, state: _State, name: str, opportunity: bool) -> None:
+        if name in state.known:
+            return
+        state.known[name] = opportunity
+        state.unknown.discard(name)
+        if opportunity:
+            state.believed.add(name)
+        else:
+            state.believed.discard(name)
+        if state.id == 0:
+            self.obs.saw_root(name, opportunity)
+        for parent_id, p in state.incoming:  # this state as a child: did p keep or create `name`?
+            parent = self.states[parent_id]
+            if name in parent.known:
+                self.obs.saw_after(p, name, parent.known[name], opportunity)
+        for child in self.states:  # this state as a parent
+            for parent_id, p in child.incoming:
+                if parent_id == state.id and name in child.known:
+                    self.obs.saw_after(p, name, opportunity, child.known[name])
+
+    def detect(self, state: _State, names) -> None:
+        for name in sorted(names, key=self.index.get):
+            if name not in state.known:
+                self.set_known(state, name, self.opportunity(state, self.apply(state, name)))
+
+    # states -----------------------------------------------------------------------------------------
+    def add_state(self, mod, key, figures, path, parent: _State | None, via: str | None) -> _State:
+        state = _State(len(self.states), mod, key, figures, path)
+        self.states.append(state)
+        self.by_key[key] = state
+        if parent is None:
+            for name in self.index:  # a fresh module: what the table says of each pass, if anything
+                belief = self.table.root_belief(name)
+                if belief:
+                    state.believed.add(name)
+                elif belief is None:
+                    state.unknown.add(name)
+        else:
+            state.incoming.append((parent.id, via))
+            self.inherit(state, parent, via)
+        if self.best is None or self.rank_key(state) < self.rank_key(self.best):
+            self.best, self.trials_to_best = state, self.trials
+        return state
+
+    def inherit(self, child: _State, parent: _State, via: str) -> None:
+        """The parent's opportunities minus ``via``, corrected by what the table learned about ``via``."""
+        for name in self.index:
+            was = parent.known.get(name, name in parent.believed)
+            belief = self.table.after_belief(via, name, was)
+            if belief is None and was and name != via:
+                belief = True  # OPASS: an opportunity stays one
+            if belief:
+                child.believed.add(name)
+            elif belief is None:
+                child.unknown.add(name)
+
+    def rank_key(self, state: _State) -> tuple:
+        return objective(state.figures), len(state.path), state.path
+
+    # the loop ---------------------------------------------------------------------------------------
+    def expand(self, state: _State, name: str) -> None:
+        state.tried.add(name)
+        mod, key, figures = self.apply(state, name)
+        opportunity = self.opportunity(state, (mod, key, figures))
+        self.set_known(state, name, opportunity)
+        if not opportunity:
+            return
+        self.obs.saw_gain(name, figures["arena_bytes"] / max(state.figures["arena_bytes"], 1))
+        if key in self.by_key:  # the same program by another sequence: one state, one more edge
+            other = self.by_key[key]
+            if (state.id, name) not in other.incoming and other.id != state.id:
+                other.incoming.append((state.id, name))
+                for q, now in other.known.items():
+                    if q in state.known:
+                        self.obs.saw_after(name, q, state.known[q], now)
+            return
+        child = self.add_state(mod, key, figures, state.path + (name,), state, name)
+        if self.rng.random() < self.redetect:
+            self.detect(child, self.index)
+
+    def pick_state(self) -> _State | None:
+        initial = max(self.states[0].figures["arena_bytes"], 1)
+        open_states = [s for s in self.states if s.believed - s.tried]
+        if not open_states:
+            return None
+        def score(s):  # OPASS: memory saved so far x opportunities left
+            return initial / max(s.figures["arena_bytes"], 1) * len(s.believed - s.tried)
+
+        scored = sorted(open_states, key=lambda s: (-score(s), s.id))
+        return scored[self._biased_rank(len(scored))]
+
+    def pick_pass(self, state: _State) -> str:
+        def expected(name):
+            cached = self.applied.get((state.key, name))
+            if cached is not None and cached[2] is not None:
+                return cached[2]["arena_bytes"] / max(state.figures["arena_bytes"], 1)
+            return self.table.arena_ratio(name)
+
+        names = sorted(state.believed - state.tried, key=lambda n: (expected(n), self.index[n]))
+        return names[self._biased_rank(len(names))]
+
+    def _biased_rank(self, n: int) -> int:
+        weights = [RANK_BIAS**r for r in range(n)]
+        return self.rng.choices(range(n), weights=weights)[0]
+
+    def run(self, mod, target: float | None) -> str:
+        key = self.key_fn(mod)
+        figures = self.figures[key] = self.measure_fn(mod)
+        self.add_state(mod, key, figures, (), None, None)
+        try:
+            while True:
+                if target is not None and self.best.figures["arena_bytes"] <= target:
+                    return "target"
+                waiting = [s for s in self.states if s.unknown]
+                if waiting and waiting[0].id == 0:  # the input module's opportunities come first
+                    self.detect(waiting[0], set(waiting[0].unknown))
+                    continue
+                state = self.pick_state()
+                if state is not None:
+                    self.expand(state, self.pick_pass(state))
+                    continue
+                if not waiting:
+                    return "exhausted"
+                state = min(waiting, key=self.rank_key)  # nothing believed left: test the best state's unknowns
+                self.detect(state, set(state.unknown))
+        except _OutOfBudget as stop:
+            return stop.reason
+
+
+# -- baselines, run after the search on its cache -------------------------------------------------------
+
+
+def _run_sequence(search: _Search, names) -> tuple[_State, list]:
+    """Apply ``names`` in order from the root (passes that change nothing included); the last state and
+    the figures after each step."""
+    state, steps = search.states[0], []
+    for name in names:
+        mod, key, figures = search.apply(state, name)
+        if figures is None:
+            figures, mod, key = state.figures, state.mod, state.key
+        state = _State(-1, mod, key, figures, state.path + (name,))
+        steps.append((name, figures))
+    return state, steps
+
+
+def _greedy(search: _Search) -> tuple[_State, list]:
+    """Each round the pass with the best objective, while it improves."""
+    state, steps = search.states[0], []
+    while True:
+        best = None
+        for p in search.passes:
+            mod, key, figures = search.apply(state, p.name)
+            if figures is not None and objective(figures) < objective(state.figures):
+                if best is None or objective(figures) < objective(best[2]):
+                    best = (p.name, mod, key, figures)
+        if best is None:
+            return state, steps
+        name, mod, key, figures = best
+        state = _State(-1, mod, key, figures, state.path + (name,))
+        steps.append((name, figures))
+
+
+def tvm_default_baseline(mod, measure_fn) -> dict:
+    """TVM's default Relax build pipeline on the lowered module, measured like every state if the graph
+    reader can still read it (it cannot once call_tir became VM builtins); then also TVM's own storage
+    plan (the sum of its alloc_storage sizes) for reference."""
+    import tvm
+    from tvm import relax
+
+    try:
+        with tvm.target.Target("llvm"), tvm.transform.PassContext(opt_level=3):
+            lowered = relax.get_pipeline("default")(mod)
+    except Exception as exc:
+        return {"arena_bytes": None, "reason": f"n/a: TVM's default pipeline fails on the lowered module ({type(exc).__name__})"}
+    try:
+        return {**measure_fn(lowered), "sequence": ["tvm_default_pipeline"]}
+    except Exception as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {"arena_bytes": None, "tvm_storage_bytes": _tvm_storage_bytes(lowered),
+                "reason": "n/a: TVM's default pipeline lowers each call_tir to VM builtins (alloc_storage, "
+                          f"alloc_tensor, kill_object), which edgemem's graph reader does not read ({first_line})"}  # fmt: skip
+
+
+def _tvm_storage_bytes(mod) -> int:
+    from tvm import relax
+
+    sizes = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.vm.alloc_storage":
+            sizes.append(int(expr.args[0].values[0]))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return sum(sizes)
+
+
+def _steps_report(root_figures: dict, steps) -> list:
+    out, before = [], root_figures
+    for name, after in steps:
+        out.append(Step(name, after["arena_bytes"], after["arena_bytes"] - before["arena_bytes"],
+                        after["flash_bytes"] - before["flash_bytes"], after["macs"] - before["macs"],
+                        after["ops"] - before["ops"], after["tensors"] - before["tensors"],
+                        after.get("inplace_tensors", 0) - before.get("inplace_tensors", 0)))  # fmt: skip
+        before = after
+    return out
+
+
+def _path_steps(search: _Search, state: _State) -> list:
+    """The figures after each pass of a state's path, replayed from the cache."""
+    cur, steps = search.states[0], []
+    for name in state.path:
+        _, key, figures = search.applied[(cur.key, name)]
+        steps.append((name, figures))
+        cur = search.by_key[key]
+    return steps
+
+
+def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int = 0, time_budget: float = 5.0,
+                max_trials: int = 200, target_bytes: int | None = None, margin: float = 0.1,
+                baselines: Iterable[str] = ALL_BASELINES, fixed_sequence: Iterable[str] = DEFAULT_SEQUENCE,
+                learn_all: bool = False, model_name: str | None = None, measure_fn: Callable | None = None, key_fn: Callable | None = None,
+                clock: Callable[[], float] = time.perf_counter) -> Orchestration:  # fmt: skip
+    """Search the best pass sequence for ``mod``; then the baselines on the same cache.
+
+    ``passes``: GraphPass-like callables with ``.name`` (default: the catalogue). ``table``: the learned
+    effects (default: the package's). ``target_bytes``: stop once the arena is at most
+    ``target_bytes * (1 - margin)`` (None: minimize until a budget or nothing is left).
+    ``learn_all``: re-detect every new state (a learning run: more trials, complete observations).
+    ``model_name``: recorded with the observations (the table lists the models it learned from).
+    ``measure_fn``/``key_fn``: figures and identity of a module (default: the build's measure and TVM's
+    structural hash; tests pass their own)."""
+    if passes is None:
+        from .catalogue import catalogue
+
+        passes = catalogue()
+    table = EffectTable.load() if table is None else table
+    measure_fn, key_fn = measure_fn or measure, key_fn or module_key
+    t0 = clock()
+    search = _Search(passes, table, measure_fn, key_fn, clock, time_budget, max_trials, seed, learn_all)
+    target = None if target_bytes is None else target_bytes * (1 - margin)
+    stop = search.run(mod, target)
+    search.obs.models = [model_name] if model_name else []
+    search_best = search.best
+    search.budgeted = False  # the baselines always finish (they are short and mostly cached)
+    root = search.states[0]
+    names = set(search.by_name)
+    best_state, best_steps, source = search_best, _path_steps(search, search_best), "search"
+    report: dict = {}
+    for name in baselines:
+        if name == "none":
+            state, steps = root, []
+        elif name == "fixed":
+            state, steps = _run_sequence(search, [n for n in fixed_sequence if n in names])
+        elif name == "greedy":
+            state, steps = _greedy(search)
+        elif name == "tvm_default":
+            report[name] = tvm_default_baseline(mod, measure_fn)
+            continue
+        else:
+            raise ValueError(f"unknown baseline {name!r}; known: {', '.join(ALL_BASELINES)}")
+        report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
+                        "sequence": [n for n, _ in steps]}  # fmt: skip
+        if (objective(state.figures), len(steps)) < (objective(best_state.figures), len(best_steps)):
+            best_state, best_steps, source = state, steps, f"baseline:{name}"
+    return Orchestration(
+        module=best_state.mod, figures=best_state.figures, sequence=_steps_report(root.figures, best_steps),
+        source=source, search_figures=search_best.figures, trials=search.trials,
+        trials_to_best=search.trials_to_best, baseline_trials=search.extra_trials, states=len(search.states),
+        stop=stop, seconds=clock() - t0, baselines=report, observations=search.obs,
+        table_models=len(table.models),
+    )  # fmt: skip

@@ -1,0 +1,300 @@
+"""The pass orchestrator (OPASS) on fake passes with known effects, and on real models.
+
+The fake world: a module is (model features, facts the passes added); its figures come from a formula.
+The oracle for "best sequence" is a brute force over every pass sequence up to a length that covers all
+of them; the baselines are recomputed here by their own loops, not read from the orchestrator.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgemem.passes.catalogue import GraphPass
+from edgemem.passes.orchestrate import DEFAULT_SEQUENCE, EffectTable, learn, objective, orchestrate
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT.parent / "shared" / "models"
+
+# -- the fake world -------------------------------------------------------------------------------------
+
+
+def _with(fact):
+    return lambda mod: (mod[0], mod[1] | {fact})
+
+
+def _fold(mod):
+    features, facts = mod
+    if "pad" not in features or "folded" in facts or "dw_inplace" in facts:  # an in-place depthwise blocks folding
+        return mod
+    return features, facts | {"folded"}
+
+
+def _dw(mod):
+    return (mod[0], mod[1] | {"dw_inplace"}) if "dw" in mod[0] else mod
+
+
+def _elem(mod):
+    return (mod[0], mod[1] | {"elem_inplace"}) if "elem" in mod[0] else mod
+
+
+def _fuse(mod):
+    return (mod[0], mod[1] | {"fused"}) if "branch" in mod[0] else mod
+
+
+def _split(mod):
+    return (mod[0], mod[1] | {"split"}) if "fused" in mod[1] else mod
+
+
+def _broken(mod):
+    raise RuntimeError("this pass always fails")
+
+
+FAKE_PASSES = [
+    GraphPass("fold_pad", "fake", _fold, "edgemem"),
+    GraphPass("inplace_depthwise", "fake", _dw, "edgemem"),
+    GraphPass("inplace_elementwise", "fake", _elem, "edgemem"),
+    GraphPass("fuse", "fake: a worse step that enables split", _fuse, "tvm"),
+    GraphPass("split", "fake", _split, "tvm"),
+    GraphPass("noop", "fake: never changes anything", lambda mod: mod, "tvm"),
+    GraphPass("broken", "fake: always raises", _broken, "tvm"),
+]
+
+
+def fake_measure(mod) -> dict:
+    features, facts = mod
+    arena = 1000
+    if "pad" in features and "folded" not in facts:
+        arena += 400
+    if "dw_inplace" in facts:
+        arena -= 100 if "folded" in facts else 0  # the depthwise at the peak reads the pad until it is folded
+    if "elem_inplace" in facts and "dw_inplace" in facts and "folded" in facts:
+        arena -= 50
+    if "fused" in facts:
+        arena += 300
+        arena -= 700 if "split" in facts else 0
+    inplace = len({"dw_inplace", "elem_inplace"} & facts)
+    ops = 10 - ("folded" in facts) - ("fused" in facts) + ("split" in facts)
+    return {"arena_bytes": arena, "peak_bytes": arena, "flash_bytes": 100 + 10 * ("fused" in facts), "macs": 5000,
+            "ops": ops, "tensors": ops + 1, "inplace_tensors": inplace}  # fmt: skip
+
+
+def fake_model(*features):
+    return frozenset(features), frozenset()
+
+
+MODELS_FAKE = {
+    "pads": fake_model("pad", "dw", "elem"),
+    "branchy": fake_model("pad", "dw", "branch"),
+    "plain": fake_model("dw"),
+    "elem_only": fake_model("elem"),
+    "everything": fake_model("pad", "dw", "elem", "branch"),
+}
+
+
+def run_fake(mod, **kw):
+    kw.setdefault("table", EffectTable())
+    return orchestrate(mod, FAKE_PASSES, measure_fn=fake_measure, key_fn=lambda m: m, **kw)
+
+
+def apply_safely(p, mod):
+    try:
+        return p(mod)
+    except RuntimeError:
+        return mod
+
+
+def brute_force_best(mod, length=len(FAKE_PASSES)):
+    """The best objective over every sequence of up to ``length`` passes (the states reachable)."""
+    seen, frontier = {mod}, {mod}
+    for _ in range(length):
+        frontier = {apply_safely(p, m) for m in frontier for p in FAKE_PASSES} - seen
+        seen |= frontier
+    return min(objective(fake_measure(m)) for m in seen)
+
+
+def greedy_independently(mod):
+    while True:
+        options = [apply_safely(p, mod) for p in FAKE_PASSES]
+        best = min(options, key=lambda m: objective(fake_measure(m)))
+        if objective(fake_measure(best)) >= objective(fake_measure(mod)):
+            return fake_measure(mod)
+        mod = best
+
+
+def fixed_independently(mod):
+    by_name = {p.name: p for p in FAKE_PASSES}
+    for name in DEFAULT_SEQUENCE:
+        mod = apply_safely(by_name[name], mod)
+    return fake_measure(mod)
+
+
+# -- fake passes ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", sorted(MODELS_FAKE))
+def test_finds_the_best_sequence_and_beats_every_baseline(model):
+    mod = MODELS_FAKE[model]
+    result = run_fake(mod)
+    assert objective(result.search_figures) == brute_force_best(mod)  # the search alone, no baseline help
+    assert result.source == "search"
+    baselines = {"none": fake_measure(mod), "fixed": fixed_independently(mod), "greedy": greedy_independently(mod)}
+    for name, figures in baselines.items():
+        assert result.baselines[name]["arena_bytes"] == figures["arena_bytes"], name
+        assert result.figures["arena_bytes"] <= figures["arena_bytes"], name
+    # the reported sequence replays to the reported figures, step by step
+    by_name, state = {p.name: p for p in FAKE_PASSES}, mod
+    for step in result.sequence:
+        before, state = fake_measure(state), by_name[step.name](state)
+        assert step.arena_bytes == fake_measure(state)["arena_bytes"]
+        assert step.d_arena == fake_measure(state)["arena_bytes"] - before["arena_bytes"]
+    assert fake_measure(state) == result.figures and result.module == state
+
+
+def test_search_takes_a_worse_step_greedy_does_not():
+    mod = MODELS_FAKE["branchy"]
+    result = run_fake(mod)
+    names = [s.name for s in result.sequence]
+    assert "fuse" in names and names.index("fuse") < names.index("split")
+    assert result.figures["arena_bytes"] < greedy_independently(mod)["arena_bytes"]
+
+
+def test_pass_order_matters_fold_before_inplace():
+    result = run_fake(MODELS_FAKE["pads"])
+    names = [s.name for s in result.sequence]
+    assert names.index("fold_pad") < names.index("inplace_depthwise")
+    assert result.figures["arena_bytes"] == 850
+
+
+def test_deterministic_for_a_seed():
+    mod = MODELS_FAKE["everything"]
+    reports = [run_fake(mod, seed=seed).report() for seed in (0, 0, 7, 7)]
+    drop_time = [{k: v for k, v in r.items() if k != "seconds"} for r in reports]
+    assert drop_time[0] == drop_time[1] and drop_time[2] == drop_time[3]
+    assert reports[0]["arena_bytes"] == reports[2]["arena_bytes"]  # another seed, another path, same best
+
+
+def test_respects_the_trial_budget():
+    mod = MODELS_FAKE["everything"]
+    full = run_fake(mod)
+    assert full.stop == "exhausted" and full.trials > 3
+    cut = run_fake(mod, max_trials=3, baselines=())
+    assert cut.trials == 3 and cut.stop == "trials"
+
+
+def test_respects_the_time_budget():
+    ticks = itertools.count()
+    mod = MODELS_FAKE["everything"]
+    # a clock that advances one second per reading: the search reads it once per trial
+    cut = run_fake(mod, time_budget=4.5, clock=lambda: float(next(ticks)), baselines=())
+    assert cut.stop == "time" and 0 < cut.trials < run_fake(mod).trials
+    none = run_fake(mod, time_budget=0.0, baselines=())
+    assert none.trials == 0 and none.stop == "time" and none.figures == fake_measure(mod)
+
+
+def test_stops_when_the_target_is_met_with_margin():
+    mod = MODELS_FAKE["pads"]
+    full = run_fake(mod)
+    # 1000 / (1 - 0.1) fits folding's 1000 bytes, not the root's 1400
+    early = run_fake(mod, target_bytes=1112, margin=0.1, baselines=())
+    assert early.stop == "target" and early.figures["arena_bytes"] <= 1112 * 0.9
+    assert early.trials < full.trials
+
+
+def test_a_failing_pass_is_not_an_opportunity():
+    result = run_fake(MODELS_FAKE["everything"])
+    assert "broken" not in [s.name for s in result.sequence] and "noop" not in [s.name for s in result.sequence]
+
+
+def test_learned_table_reduces_trials_and_keeps_the_result(tmp_path):
+    first = {name: run_fake(mod) for name, mod in MODELS_FAKE.items()}
+    table = learn(r.observations for r in first.values())
+    path = table.save(tmp_path / "effects.json")
+    loaded = EffectTable.load(path)
+    assert loaded.to_json() == table.to_json()
+    assert loaded.root_belief("noop") is False and loaded.after_belief("fold_pad", "fold_pad", True) is False
+    second = {name: run_fake(mod, table=loaded) for name, mod in MODELS_FAKE.items()}
+    for name in MODELS_FAKE:
+        assert second[name].figures["arena_bytes"] == first[name].figures["arena_bytes"], name
+        assert second[name].trials <= first[name].trials, name
+    assert sum(r.trials for r in second.values()) < sum(r.trials for r in first.values())
+    # leave one out: a table learned from the other models still helps on the one it never saw
+    for name, mod in MODELS_FAKE.items():
+        others = learn(r.observations for n, r in first.items() if n != name)
+        unseen = run_fake(mod, table=others)
+        assert unseen.figures["arena_bytes"] == first[name].figures["arena_bytes"], name
+
+
+def test_learning_run_detects_every_state():
+    mod = MODELS_FAKE["everything"]
+    full = run_fake(mod, learn_all=True, model_name="everything")
+    # every (state, pass) was measured: one root observation per pass, and the models are recorded
+    assert all(seen == 1 for seen, _ in full.observations.root.values()) and full.observations.models == ["everything"]
+    assert len(full.observations.root) == len(FAKE_PASSES)
+    assert full.figures == run_fake(mod).figures
+
+
+def test_package_table_loads():
+    table = EffectTable.load()  # shipped with the package (may be empty before the first `learn`)
+    assert isinstance(table.models, list)
+
+
+# -- real models ----------------------------------------------------------------------------------------
+
+
+def _model(name: str) -> Path:
+    path = MODELS / f"{name}.tflite"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
+    return path
+
+
+@pytest.mark.parametrize("name, plain, best", [
+    ("armzoo_kws_micronet_m_int8", 86_100, 69_092),
+    ("mltk_kws_mobilenetv2_int8", 76_176, 42_000),
+])  # fmt: skip
+def test_real_model_reaches_the_known_best_bit_exact(name, plain, best):
+    import tvm
+    from tvm import relax
+
+    from edgemem.frontend.tflite_import import import_tflite
+    from edgemem.passes.lower import lower_to_kernels
+    from edgemem.reference import seeded_inputs, tflm_outputs
+
+    path = _model(name)
+    mod = lower_to_kernels(import_tflite(path).relax_mod)
+    result = orchestrate(mod, table=EffectTable(), time_budget=60.0, baselines=("none", "fixed", "tvm_default"))
+    assert result.baselines["none"]["arena_bytes"] == plain
+    assert result.search_figures["arena_bytes"] == best == result.figures["arena_bytes"]
+    assert result.baselines["tvm_default"]["arena_bytes"] is None and "n/a" in result.baselines["tvm_default"]["reason"]
+    assert result.sequence and result.sequence[-1].arena_bytes == best
+    vm = relax.VirtualMachine(tvm.compile(result.module, target="llvm"), tvm.cpu())
+    x = seeded_inputs(path, 0)
+    out = vm["main"](*[tvm.runtime.tensor(a) for a in x])
+    got = [o.numpy() for o in ([out] if isinstance(out, tvm.runtime.Tensor) else list(out))]
+    for g, t in zip(got, tflm_outputs(path, x)):
+        np.testing.assert_array_equal(g, t)
+
+
+def test_build_runs_the_orchestrator_and_reports_it(tmp_path):
+    from edgemem import pipeline
+
+    path = _model("armzoo_kws_micronet_m_int8")
+    minimizing = pipeline.build(path, "stm32f746", tmp_path / "min", pipeline.BuildOptions(compile=False, opt_margin=1.0))
+    info = minimizing.info
+    assert [s["pass"] for s in info["passes"]["sequence"]] == ["inplace_depthwise"]
+    assert info["passes"]["sequence"][0]["d_arena"] == 69_092 - 86_100
+    assert info["arena_bytes"] == 69_092 and info["passes"]["source"] == "search"
+    assert info["pass_baselines"]["none"]["arena_bytes"] == 86_100
+    assert info["pass_baselines"]["fixed"]["arena_bytes"] == 69_092
+    assert info["pass_baselines"]["tvm_default"]["arena_bytes"] is None
+    # the plain graph already fits the board with the default margin: no search trial, the fixed sequence
+    early = pipeline.build(path, "stm32f746", tmp_path / "early", pipeline.BuildOptions(compile=False))
+    assert early.info["passes"]["stop"] == "target" and early.info["passes"]["trials"] == 0
+    assert early.info["passes"]["source"] == "baseline:fixed" and early.info["arena_bytes"] == 69_092
+    fixed = pipeline.build(path, "stm32f746", tmp_path / "fixed", pipeline.BuildOptions(compile=False, opt_seconds=0))
+    assert [s["pass"] for s in fixed.info["passes"]["sequence"]] == list(DEFAULT_SEQUENCE)
+    assert fixed.info["arena_bytes"] == 69_092 and fixed.info["pass_baselines"] == {}
