@@ -2,8 +2,8 @@
 wrong, where and what to do, a distinct exit code (errors.py), no Python traceback, and no output directory.
 
 The broken models are written here with the example's flatbuffer writer (examples/make_example_model.py), so each
-case breaks exactly one thing. tests/test_build.py already covers zero bytes ("not a TFLite model"), the
-unsupported LSTM of a real model, and the pipeline-level budget checks; they are not repeated.
+case breaks exactly one thing. tests/test_build.py already covers zero bytes ("not a TFLite model") and the
+pipeline-level budget checks; they are not repeated.
 """
 
 from __future__ import annotations

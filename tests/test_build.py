@@ -81,11 +81,6 @@ def test_ram_override_makes_the_budget_check_bite(tmp_path):
                        pipeline.BuildOptions(ram=20 * 1024, compile=False))  # fmt: skip
 
 
-def test_unsupported_operator_is_named(tmp_path):
-    with pytest.raises(UnsupportedModelError, match="UNIDIRECTIONAL_SEQUENCE_LSTM"):
-        pipeline.build(model_path("tflm_dtln_noise_suppression"), "stm32f746", tmp_path / "p")
-
-
 def test_existing_output_directory_is_not_overwritten(tmp_path):
     out = tmp_path / "p"
     out.mkdir()

@@ -264,6 +264,7 @@ def _converter_class():
         # Layout-only ops are exact on int8 data; the stock list refuses them.
         _SUPPORTED_QUANTIZED_OPS = tf.OperatorConverter._SUPPORTED_QUANTIZED_OPS | {
             "PAD", "PADV2", "TRANSPOSE", "SQUEEZE", "STRIDED_SLICE", "RESIZE_NEAREST_NEIGHBOR",
+            "UNIDIRECTIONAL_SEQUENCE_LSTM",  # int8: edgemem's own kernel (frontend/lstm.py)
         }
 
         def get_tensors(self, tensors_idx_list):
@@ -279,6 +280,13 @@ def _converter_class():
                 raise UnsupportedModelError(f"SOFTMAX with beta={beta} is not supported yet (only beta=1).")
             return super().convert_softmax(op)
 
+        def convert_unidirectional_sequence_lstm(self, op):
+            if not self.is_quantized(op):
+                return super().convert_unidirectional_sequence_lstm(op)
+            from .lstm import convert_lstm
+
+            return convert_lstm(self, op)
+
         def convert_fully_connected(self, op):
             # TFLite flattens every input dimension but the last into the batch.
             inp, weight = self.get_input_tensors(op)[:2]
@@ -290,9 +298,14 @@ def _converter_class():
             original = self.exp_tab.exprs[name]
             self.exp_tab.exprs[name] = self.bb.emit(relax.op.reshape(original, [int(np.prod(shape)) // k, k]))
             try:
-                return super().convert_fully_connected(op)
+                out = super().convert_fully_connected(op)
             finally:
                 self.exp_tab.exprs[name] = original
+            # keep_num_dims: the output keeps the input's leading dimensions ([1, 1, 257], not [1, 257])
+            want = [int(d) for d in self.get_tensor_shape(self.get_output_tensors(op)[0])]
+            if [int(d) for d in self._infer_shape(out)] != want:
+                out = relax.op.reshape(self.bb.normalize(out), want)
+            return out
 
     return EdgememConverter
 

@@ -25,7 +25,7 @@ import tvm
 from tvm import relax
 
 from ..errors import UnsupportedModelError
-from ..kernels import int8_ops
+from ..kernels import int8_ops, logistic
 from . import kernel_spec
 from ..kernels.fixed_point import (
     conv_multipliers,
@@ -41,7 +41,7 @@ from ..kernels.int8_ops import Requant
 SUPPORTED_INT8_OPS = (
     "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL", "MEAN", "AVERAGE_POOL_2D", "MAX_POOL_2D",
     "RESHAPE", "SOFTMAX", "PAD", "PADV2", "STRIDED_SLICE", "TRANSPOSE", "CONCATENATION", "RESIZE_NEAREST_NEIGHBOR",
-    "QUANTIZE", "DEQUANTIZE",
+    "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "UNIDIRECTIONAL_SEQUENCE_LSTM",
 )  # fmt: skip
 
 
@@ -208,9 +208,10 @@ class _Integerizer:
         "image.resize2d": "_resize",
     }
 
-    def __init__(self, func):
+    def __init__(self, func, mod=None):
         self.g = _Graph(func)
         self.func = func
+        self.mod = mod  # the frontend's module: kernels it already called (int8 LSTM) live there
         self.bb = relax.BlockBuilder()
         self.env: dict = {}  # old int8 var -> new var
         self.count = 0
@@ -275,6 +276,12 @@ class _Integerizer:
     def _binding(self, var, value, clip_of, alias):
         if isinstance(value, relax.Tuple):
             return  # the outputs' tuple, rebuilt from the new outputs at the end
+        if self._is_kernel_call(value) or (isinstance(value, relax.TupleGetItem) and value.tuple_value in self.env):
+            self.env[var] = self._kernel_call(value)
+            return
+        if isinstance(value, relax.Var) and value in self.env:  # a plain rebinding (the frontend's output)
+            self.env[var] = self.env[value]
+            return
         op = _op(value)
         if var in alias:
             self.env[var] = self._act(alias[var])
@@ -297,6 +304,23 @@ class _Integerizer:
             self.env[var] = getattr(self, self._MOVES[op])(var, value)
         else:
             raise UnsupportedModelError(f"edgemem cannot run '{op}' (Relax binding {var.name}) on int8 data as integers yet. Supported int8 operators: {', '.join(SUPPORTED_INT8_OPS)}.")
+
+    def _is_kernel_call(self, value) -> bool:
+        return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"
+
+    def _kernel_call(self, value):
+        """A kernel the frontend called directly (an integer LSTM) and its (output, workspace) pick: copied
+        over with its operands renamed."""
+        if isinstance(value, relax.TupleGetItem):
+            return self.bb.emit(relax.TupleGetItem(self.env[value.tuple_value], value.index))
+        gv, args = value.args[0], value.args[1]
+        prim = self.mod[gv]
+        new_gv = self.bb.add_func(prim, self._name(str(prim.attrs.get("edgemem.op", gv.name_hint))))
+        fields = args.fields if isinstance(args, relax.Tuple) else [args]
+        new_args = [self._act(a) if isinstance(a, relax.Var) else a for a in fields]
+        out_ty = value.ty_args[0]
+        out_ty = list(out_ty.fields) if isinstance(out_ty, relax.TupleType) else out_ty
+        return self.bb.emit(relax.call_tir(new_gv, new_args, out_ty))
 
     # -- islands
     def _quantized(self, var, value, clip):
@@ -344,6 +368,8 @@ class _Integerizer:
                 raise UnsupportedModelError(f"softmax before {var.name} is not over the last axis of an int8 tensor.")
             prim = int8_ops.softmax(_shape(d.source), d.scalar_scale, d.scalar_zp, 1.0, out_scale, out_zp)
             return self._call(self._name("softmax"), prim, [self._act(d.source)], out_shape, "SOFTMAX", 0)
+        if op == "sigmoid":
+            return self._logistic(var, expr, out_scale, out_zp)
         if op == "multiply":
             return self._mul(var, expr, out_scale, rq)
         if op == "mean":
@@ -358,6 +384,17 @@ class _Integerizer:
         if op is None and isinstance(expr, relax.Var) and _dtype(expr) == "float32":
             raise UnsupportedModelError(f"QUANTIZE of the float tensor '{expr.name}' that is not a model input is not supported; edgemem quantizes float data only at the model's inputs.")
         raise UnsupportedModelError(f"edgemem does not know the int8 form of '{op}' (before Relax binding {var.name}).")
+
+    def _logistic(self, var, expr, out_scale, out_zp):
+        """LOGISTIC: a 256-byte table of TFLM's fixed-point results (kernels/logistic.py)."""
+        d = _dequant(self.g, expr.args[0])
+        if d is None or d.is_const or d.scale.size != 1:
+            raise UnsupportedModelError(f"LOGISTIC before {var.name} does not read one per-tensor int8 tensor.")
+        if out_zp != -128 or abs(out_scale * 256 - 1) > 1e-6:
+            raise UnsupportedModelError(f"int8 LOGISTIC output quantized with scale {out_scale}, zero point {out_zp}; TFLite requires 1/256 and -128.")
+        table = logistic.logistic_table(d.scalar_scale, d.scalar_zp)
+        shape = _shape(var)
+        return self._call(self._name("logistic"), logistic.table_lookup(shape), [self._act(d.source), relax.const(table)], shape, "LOGISTIC", 0)
 
     def _conv(self, conv, bias, out_scale, out_shape, rq):
         a = conv.attrs
@@ -604,4 +641,4 @@ def integerize(mod: tvm.IRModule) -> tvm.IRModule:
     """Rewrite the frontend's QDQ main function into integer kernels, one per TFLite operator, as the
     file has them (memory passes such as PAD folding and in-place kernels come after, in passes/).
     Float-only graphs are not handled here (they have no quantize)."""
-    return _Integerizer(mod["main"]).run()
+    return _Integerizer(mod["main"], mod).run()

@@ -1,0 +1,214 @@
+"""UNIDIRECTIONAL_SEQUENCE_LSTM on int8 activations, int8 weights and an int16 cell (TFLite's "8x8->16"
+integer LSTM), with TFLite Micro's arithmetic so that the outputs are bit-exact with it.
+
+Per time step, each gate g in (input, forget, cell, output) is
+
+    gate_g = act_g( sat16( fc(x_t, Wx_g, b_g) + fc(h, Wh_g) ) )
+
+where each fully connected layer requantizes its int32 accumulator to int16 at scale 2^-12 (Q3.12), the
+sigmoid/tanh take Q3.12 and give Q0.15, then
+
+    c = sat16( rq(f * c) + rq(i * g) ), clipped to +-cell_clip if set,   h = rq(o * tanh(c)) + h_zp (int8).
+
+The int16 sigmoid and tanh are TFLite's interpolated look-up table of sigmoid(k/24) in 0.16 fixed point
+(tanh(x) = 2 sigmoid(2x) - 1); ``SIGMOID_TABLE`` holds it as *measured* from tflite_micro's int16 TANH
+(``measure_sigmoid_table``; tests/test_lstm.py measures it again and compares).
+
+State: the hidden state starts at its zero point and the cell at 0, as TFLM's reset variable tensors; the
+kernel keeps both in its workspace (arena scratch live during this operator only), so every invocation
+starts from the reset state (TFLM without carrying state across invoke() calls).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from tvm import tirx
+
+from .fixed_point import clamp_to_int8, fully_connected_multiplier, mul_multiplier, multiply_by_quantized_multiplier
+
+GATES = ("input", "forget", "cell", "output")  # row order of the stacked weights, biases and multipliers
+
+# sigmoid(k/24) in 0.16 fixed point, k = 0..255, as tflite_micro computes with it (measure_sigmoid_table).
+SIGMOID_TABLE = (
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794, 41432, 42064, 42688,
+    43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443, 48964, 49475, 49975, 50464, 50942, 51409,
+    51865, 52311, 52745, 53169, 53581, 53983, 54374, 54755, 55125, 55485, 55834, 56174, 56503, 56823, 57133, 57433,
+    57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519, 59743, 59959, 60168, 60370, 60565, 60753, 60935, 61110,
+    61279, 61441, 61599, 61750, 61896, 62036, 62172, 62302, 62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186,
+    63279, 63368, 63454, 63536, 63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308,
+    64357, 64405, 64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786, 64816, 64845, 64873, 64900,
+    64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079, 65097, 65115, 65132, 65149, 65164, 65179, 65194, 65208,
+    65221, 65234, 65246, 65258, 65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337, 65345, 65352, 65360, 65367,
+    65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425, 65429, 65433, 65438, 65442, 65445, 65449,
+    65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474, 65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491,
+    65493, 65495, 65497, 65498, 65500, 65501, 65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513,
+    65514, 65515, 65516, 65517, 65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522, 65523, 65523, 65524, 65524,
+    65525, 65525, 65526, 65526, 65526, 65527, 65527, 65528, 65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530,
+    65530, 65530, 65531, 65531, 65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533, 65533, 65533,
+    65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65535,
+)  # fmt: skip
+
+GATE_INPUT_SCALE = 2.0**-12  # fc outputs, the nonlinearities' input (Q3.12)
+GATE_OUTPUT_SCALE = 2.0**-15  # the nonlinearities' output (Q0.15)
+
+
+def measure_sigmoid_table() -> tuple[int, ...]:
+    """Read the table off tflite_micro: an int16 TANH whose input scale 1/6144 makes the kernel's table
+    index ``uh = |x| >> 7`` with no interpolation at x = 128 k, where its output is table[k] - 32768."""
+    import sys
+    from pathlib import Path
+
+    from tflite.BuiltinOperator import BuiltinOperator
+
+    from ..reference import tflm_outputs
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    from make_example_model import ModelBuilder  # noqa: PLC0415 (the project's own flatbuffer writer)
+
+    mb = ModelBuilder()
+    x = mb.tensor("x", [1, 256], np.int16, quant={"scale": [1 / 6144], "zero_point": [0]})
+    y = mb.tensor("y", [1, 256], np.int16, quant={"scale": [2.0**-15], "zero_point": [0]})
+    mb.op(BuiltinOperator.TANH, [x], [y])
+    probe = (np.arange(256, dtype=np.int32) * 128).astype(np.int16).reshape(1, 256)
+    out = tflm_outputs(mb.serialize([x], [y]), [probe])[0].reshape(-1)
+    return tuple(int(v) + 32768 for v in out)
+
+
+@dataclass(frozen=True)
+class LstmQuant:
+    """Everything the integer LSTM needs besides the weights, computed as TFLM's Prepare does."""
+
+    steps: int
+    n_input: int
+    n_cell: int
+    input_zp: int
+    hidden_zp: int
+    fc: tuple[int, ...]  # per gate: input fc (multiplier, shift), recurrent fc (multiplier, shift): 16 ints
+    forget_cell: tuple[int, int]  # f * c -> c
+    input_cell: tuple[int, int]  # i * g -> c
+    hidden: tuple[int, int]  # o * tanh(c) -> h
+    cell_scale_power: int  # cell scale = 2^power
+    cell_clip: int  # quantized; 0: none
+
+
+def lstm_quant(steps, n_input, n_cell, input_scale, input_zp, weight_scales, recurrent_scales, hidden_scale, hidden_zp,
+               cell_scale, cell_clip: float) -> LstmQuant:  # fmt: skip
+    """weight_scales / recurrent_scales: one float32 scale per gate, in GATES order."""
+    fc = []
+    for ws, rs in zip(weight_scales, recurrent_scales):
+        fc += [*fully_connected_multiplier(input_scale, ws, GATE_INPUT_SCALE), *fully_connected_multiplier(hidden_scale, rs, GATE_INPUT_SCALE)]
+    power = round(math.log2(float(np.float32(cell_scale))))
+    clip = 0
+    if cell_clip > 0:
+        clip = int(min(max(float(np.float32(cell_clip)) / float(np.float32(cell_scale)), -32768.0), 32767.0))
+    return LstmQuant(
+        steps, n_input, n_cell, int(input_zp), int(hidden_zp), tuple(int(v) for v in fc),
+        mul_multiplier(GATE_OUTPUT_SCALE, cell_scale, cell_scale), mul_multiplier(GATE_OUTPUT_SCALE, GATE_OUTPUT_SCALE, cell_scale),
+        mul_multiplier(GATE_OUTPUT_SCALE, GATE_OUTPUT_SCALE, hidden_scale), power, clip,
+    )  # fmt: skip
+
+
+def workspace_bytes(n_cell: int) -> int:
+    """The cell state, int16: the gates of a unit are four scalars, the hidden state is the previous
+    step's output row."""
+    return 2 * n_cell
+
+
+def _sat16(v):
+    return tirx.Min(tirx.Max(v, tirx.const(-32768, "int32")), tirx.const(32767, "int32"))
+
+
+def _lut_blend(lut, a, frac_bits: int):
+    """TFLM's table interpolation on |x| = a: (t[k] << frac) + (a mod 2^frac) * (t[k+1] - t[k]), k = a >> frac
+    (the index is clamped so the unselected branch of the caller never reads past the table)."""
+    k = tirx.Min(a >> frac_bits, tirx.const(254, "int32"))
+    lo = lut[k]
+    return (lo << frac_bits) + (a & ((1 << frac_bits) - 1)) * (lut[k + 1] - lo)
+
+
+def _sigmoid16(lut, x):
+    """Q3.12 -> Q0.15 (TFLM's int16 Logistic with the power-of-two input scale): x3 = 3x."""
+    a = tirx.Max(x, -x)
+    r = tirx.if_then_else((a >> 9) >= 255, tirx.const(0x7FFF << 10, "int32"), _lut_blend(lut, a, 9))
+    r = tirx.if_then_else(x >= 0, r + 512, tirx.const((1 << 25) + 511, "int32") - r)
+    return r >> 10
+
+
+def _tanh16(lut, x):
+    """TFLM's int16 Tanh on an already scaled input x (3 * 2^12 units per 1.0)."""
+    a = tirx.Max(x, -x)
+    r = tirx.if_then_else((a >> 8) >= 255, tirx.const(0xFFFF << 8, "int32"), _lut_blend(lut, a, 8))
+    r = tirx.if_then_else(x >= 0, r - tirx.const((1 << 23) - 128, "int32"), tirx.const((1 << 23) + 127, "int32") - r)
+    return r >> 8
+
+
+def _tanh_input(v, power: int):
+    """The cell (scale 2^power) in the tanh's input units: TFLM's left shift (15 + power) - 3, x3."""
+    shift = 12 + power
+    if shift >= 0:
+        return v * tirx.const(3 << shift, "int32")
+    return (v * 3 + tirx.const(1 << (-shift - 1), "int32")) >> (-shift)
+
+
+def lstm_int8(q: LstmQuant):
+    """The kernel: x [1, T, I] int8, wx [4, N, I] int8, wh [4, N, N] int8, bias [4, N] int32, qp [16] int32
+    (gate fc multipliers), lut [256] int32, out [1, T, N] int8, cell [N] int16 (workspace).
+
+    Unit by unit: a unit's four gates need the whole previous hidden state, which is the previous output
+    row (the zero point before the first step), and give that unit's cell and output; so the only state
+    besides the output is the cell vector."""
+    from tvm.script import tirx as T
+
+    steps, n_in, n, x_zp, h_zp = q.steps, q.n_input, q.n_cell, q.input_zp, q.hidden_zp
+    m_fc, s_fc = q.forget_cell
+    m_ic, s_ic = q.input_cell
+    m_h, s_h = q.hidden
+    power, clip = q.cell_scale_power, q.cell_clip
+
+    @T.prim_func
+    def lstm(
+        x: T.Buffer((1, steps, n_in), "int8"), wx: T.Buffer((4, n, n_in), "int8"), wh: T.Buffer((4, n, n), "int8"),
+        bias: T.Buffer((4, n), "int32"), qp: T.Buffer((16,), "int32"), lut: T.Buffer((256,), "int32"),
+        out: T.Buffer((1, steps, n), "int8"), cell: T.Buffer((n,), "int16"),
+    ):
+        # One scalar per value, each stored once per iteration: TVM's simplifier reused a load of a scalar
+        # across a later store to it (the old value reached the output) when one scalar held several values.
+        acc = T.decl_buffer((1,), "int32")
+        g_in = T.decl_buffer((1,), "int32")
+        g_sum = T.decl_buffer((1,), "int32")
+        gate = T.decl_buffer((4,), "int32")
+        c_kept = T.decl_buffer((1,), "int32")
+        c_add = T.decl_buffer((1,), "int32")
+        c_new = T.decl_buffer((1,), "int32")
+        c_tanh = T.decl_buffer((1,), "int32")
+        for u in range(n):
+            cell[u] = T.int16(0)
+        for t, u in T.grid(steps, n):
+            for g in range(4):
+                acc[0] = bias[g, u]
+                for k in range(n_in):
+                    acc[0] = acc[0] + (T.Cast("int32", x[0, t, k]) - x_zp) * T.Cast("int32", wx[g, u, k])
+                g_in[0] = _sat16(multiply_by_quantized_multiplier(acc[0], qp[4 * g], qp[4 * g + 1]))
+                acc[0] = 0
+                if t > 0:  # the state starts at the zero point: no recurrent term at the first step
+                    for k in range(n):
+                        acc[0] = acc[0] + (T.Cast("int32", out[0, t - 1, k]) - h_zp) * T.Cast("int32", wh[g, u, k])
+                g_sum[0] = _sat16(g_in[0] + _sat16(multiply_by_quantized_multiplier(acc[0], qp[4 * g + 2], qp[4 * g + 3])))
+                if g == 2:
+                    gate[g] = _tanh16(lut, g_sum[0] * 3)
+                else:
+                    gate[g] = _sigmoid16(lut, g_sum[0] * 3)
+            c_kept[0] = _sat16(multiply_by_quantized_multiplier(gate[1] * T.Cast("int32", cell[u]), m_fc, s_fc))
+            c_add[0] = _sat16(multiply_by_quantized_multiplier(gate[0] * gate[2], m_ic, s_ic))
+            if clip > 0:
+                c_new[0] = T.min(T.max(_sat16(c_kept[0] + c_add[0]), -clip), clip)
+            else:
+                c_new[0] = _sat16(c_kept[0] + c_add[0])
+            cell[u] = T.Cast("int16", c_new[0])
+            c_tanh[0] = _tanh16(lut, _tanh_input(c_new[0], power))
+            out[0, t, u] = clamp_to_int8(multiply_by_quantized_multiplier(c_tanh[0] * gate[3], m_h, s_h) + h_zp, -128, 127)
+
+    return lstm
