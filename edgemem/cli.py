@@ -51,7 +51,8 @@ def _print_build(info: dict) -> None:
     if info.get("passes"):
         t.add_row("memory passes", _passes_line(info["passes"], info.get("pass_baselines", {})))
     t.add_row("stack", f"{_kib(info['stack_reserved_bytes'])} reserved, ~{info['stack_estimate_bytes']:,} B estimated")
-    t.add_row("static RAM (.data+.bss)", _kib(info.get("static_ram_bytes")))
+    state = f", of which model state kept across runs {info['state_bytes']:,} B" if info.get("state_bytes") else ""
+    t.add_row("static RAM (.data+.bss)", _kib(info.get("static_ram_bytes")) + state)
     t.add_row("total RAM", f"{_kib(info.get('total_ram_bytes'))} of {_kib(info['board_ram_bytes'])}")
     t.add_row("flash", f"{_kib(info.get('flash_bytes'))} of {_kib(info['board_flash_bytes'])} (weights {info['weights_bytes']:,} B)")
     fits = info.get("fits")

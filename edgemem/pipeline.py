@@ -348,6 +348,7 @@ def build_info(result: BuildResult, model: ImportedModel, schedulers: dict, *, s
         "arena_pools": dict(plan.pool_sizes),
         "lower_bound_bytes": plan.lower_bound,
         "weights_bytes": sum(t.nbytes for t in graph.constants()),
+        "state_bytes": sum(t.nbytes for t in graph.states()),  # kept across runs (.data), outside the arena
         "stack_reserved_bytes": board.stack_size,
         "stack_estimate_bytes": stack_estimate,
         "board_ram_bytes": board.ram_bytes,

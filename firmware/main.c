@@ -221,6 +221,7 @@ int main(void)
         for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
             em_fill(edgemem_pool_base[p], paint, edgemem_pool_size[p]);
         }
+        edgemem_reset(); /* every pass from the initial state: a stateful model (LSTM) repeats its outputs */
         em_read_inputs();
         stack_at_run = em_stack_in_use();
 #if defined(EDGEMEM_PROFILE)

@@ -109,7 +109,7 @@ def test_ubsan_sees_signed_overflow(tmp_path):
         "#include <stdint.h>\n#define EDGEMEM_NUM_INPUTS 1\n#define EDGEMEM_NUM_OUTPUTS 1\n#define EDGEMEM_NUM_POOLS 1\n"
         "extern uint8_t *const edgemem_pool_base[1];\nextern const uint32_t edgemem_pool_size[1];\n"
         "void *edgemem_input(uint32_t i);\nuint32_t edgemem_input_bytes(uint32_t i);\nvoid *edgemem_output(uint32_t i);\n"
-        "uint32_t edgemem_output_bytes(uint32_t i);\nint32_t edgemem_run(void);\n"
+        "uint32_t edgemem_output_bytes(uint32_t i);\nint32_t edgemem_run(void);\nvoid edgemem_reset(void);\n"
     )  # fmt: skip
     (project / "model.c").write_text(
         '#include "model.h"\n#include "kernels.h"\n'
@@ -119,6 +119,7 @@ def test_ubsan_sees_signed_overflow(tmp_path):
         "uint32_t edgemem_input_bytes(uint32_t i) { (void)i; return 4u; }\n"
         "void *edgemem_output(uint32_t i) { (void)i; return &em_pool_arena[4]; }\n"
         "uint32_t edgemem_output_bytes(uint32_t i) { (void)i; return 4u; }\n"
+        "void edgemem_reset(void) {}\n"
         "int32_t edgemem_run(void) { return em_k_scale((const int32_t *)(void *)&em_pool_arena[0], (int32_t *)(void *)&em_pool_arena[4]); }\n"
     )  # fmt: skip
     (project / "kernels.h").write_text("#include <stdint.h>\nint32_t em_k_scale(const int32_t *x, int32_t *y);\n")

@@ -63,10 +63,25 @@ def _weights(graph: OpGraph) -> list[dict]:
     return out
 
 
+def _state_symbol(name: str) -> str:
+    return "em_state_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+
+
+def _states(graph: OpGraph) -> list[dict]:
+    """State tensors (an LSTM's hidden/cell): a static array each, and its reset value in flash."""
+    return [
+        {"symbol": _state_symbol(t.name), "ctype": _CTYPES[t.dtype], "count": max(int(t.value.size), 1),
+         "comment": f"{t.dtype}[{', '.join(map(str, t.shape))}]", "body": _c_values(t.value)}
+        for t in graph.states()
+    ]  # fmt: skip
+
+
 def _pointer(graph: OpGraph, placements: dict, name: str, ctype: str, const: bool) -> str:
     t = graph.tensors[name]
     if t.is_const:
         return _weight_symbol(name)
+    if t.kind == "state":
+        return _state_symbol(name)
     pool, offset = placements[t.storage]
     qual = "const " if const else ""
     return f"({qual}{ctype} *)&em_pool_{pool}[{offset}u]"
@@ -120,6 +135,7 @@ def render_model(
         inputs=_io(graph, placements, graph.inputs, input_infos),
         outputs=_io(graph, placements, graph.outputs, output_infos),
         ops=_op_calls(graph, order, placements, kernels),
+        states=_states(graph),
     )
     return {
         "model.h": render("model.h.j2", **ctx),

@@ -22,6 +22,11 @@ def is_constant(model, tensor) -> bool:
     return buf is not None and (buf.DataLength() > 0 or buf.Size() > 0)
 
 
+def in_arena(model, tensor) -> bool:
+    """An activation: neither a constant (flash) nor a variable (state kept across invocations, outside the arena)."""
+    return not is_constant(model, tensor) and not tensor.IsVariable()
+
+
 def tensor_bytes(tensor) -> int:
     """Bytes of a tensor; an unknown (-1) dimension counts as 1."""
     total = _ITEMSIZE.get(tensor.Type(), 4)
@@ -60,7 +65,7 @@ def operator_floor_bytes(model, inplace_ops: frozenset[str] = frozenset(), fold_
         if fold_pads and names[i] in _PAD_OPS:
             continue
         op = sg.Operators(i)
-        ins = {unpadded.get(t, t) for t in indices(op.InputsAsNumpy()) if t >= 0 and not is_constant(model, sg.Tensors(t))}
+        ins = {unpadded.get(t, t) for t in indices(op.InputsAsNumpy()) if t >= 0 and in_arena(model, sg.Tensors(t))}
         outs = {t for t in indices(op.OutputsAsNumpy()) if t >= 0} - ins
         side = lambda ids: sum(tensor_bytes(sg.Tensors(t)) for t in ids)  # noqa: E731
         total = max(side(ins), side(outs)) if names and names[i] in inplace_ops else side(ins) + side(outs)

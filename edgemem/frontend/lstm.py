@@ -2,8 +2,9 @@
 
 The operator becomes one ``call_tir`` to edgemem's integer LSTM kernel (kernels/lstm.py) straight from the
 frontend: its arithmetic (int16 gates, table sigmoid/tanh, fixed-point cell update) has no QDQ form for
-integerize to recognise. Weights, biases and the per-gate multipliers are constants (flash); the gate
-vectors and the state are the kernel's workspace.
+integerize to recognise. Weights, biases and the per-gate multipliers are constants (flash); the hidden and
+cell state are state tensors (PrimFunc attribute ``edgemem.state``: kept across invocations, outside the
+arena, initialised to TFLM's reset values).
 """
 
 from __future__ import annotations
@@ -82,17 +83,16 @@ def convert_lstm(conv, op):
         steps, n_in, n_cell, in_scale, in_zp, [_scale_zp(tensors[i], "weights")[0] for i in _WX],
         [_scale_zp(tensors[i], "weights")[0] for i in _WH], hidden_scale, hidden_zp, cell_scale, float(opts.CellClip()),
     )  # fmt: skip
-    ws_bytes = lstm_kernel.workspace_bytes(n_cell)
+    state_params = ",".join(str(i) for i in lstm_kernel.STATE_PARAMS)
     prim = (lstm_kernel.lstm_int8(q).with_attr("global_symbol", "lstm").with_attr("edgemem.op", "UNIDIRECTIONAL_SEQUENCE_LSTM")
-            .with_attr("edgemem.macs", 4 * steps * n_cell * (n_in + n_cell)).with_attr("edgemem.workspace", ws_bytes))  # fmt: skip
+            .with_attr("edgemem.macs", 4 * steps * n_cell * (n_in + n_cell)).with_attr("edgemem.state", state_params))  # fmt: skip
     gv = conv.bb.add_func(prim, "lstm")
     x = conv.get_tensor_expr(tensors[_X])
     if opts.TimeMajor():
         x = conv.bb.emit(relax.op.reshape(x, [1, steps, n_in]))
+    hidden, cell = lstm_kernel.initial_state(n_cell, hidden_zp)
     args = [x, relax.const(wx), relax.const(wh), relax.const(bias), relax.const(np.array(q.fc, np.int32)),
-            relax.const(np.array(lstm_kernel.SIGMOID_TABLE, np.int32))]  # fmt: skip
-    out_ty = relax.TensorType((1, steps, n_cell), "int8")
-    both = conv.bb.emit(relax.call_tir(gv, args, [out_ty, relax.TensorType((n_cell,), "int16")]))
-    out = conv.bb.emit(relax.TupleGetItem(both, 0))
+            relax.const(np.array(lstm_kernel.SIGMOID_TABLE, np.int32)), relax.const(hidden), relax.const(cell)]  # fmt: skip
+    out = conv.bb.emit(relax.call_tir(gv, args, relax.TensorType((1, steps, n_cell), "int8")))
     out_shape = [int(d) for d in conv.get_tensor_shape(conv.get_output_tensors(op)[0])]
     return out if out_shape == [1, steps, n_cell] else relax.op.reshape(out, out_shape)

@@ -8,6 +8,9 @@ A kernel marked in place (PrimFunc attribute ``edgemem.inplace`` = k) may write 
 k-th argument, which dies there: the output names that storage as its ``alias_of`` and the planner
 tries to give both the same offset (the kernel is correct either way). One with ``edgemem.workspace``
 = bytes takes a last pointer argument to that much scratch RAM, a tensor live during its step only.
+One with ``edgemem.state`` = "i,j,..." reads and updates those arguments across invocations (an LSTM's
+hidden and cell state): they are *state* tensors, kept outside the arena (static RAM), their constant
+value in the module being the value ``edgemem_reset()`` restores.
 """
 
 from __future__ import annotations
@@ -28,11 +31,11 @@ class Tensor:
     name: str
     shape: tuple[int, ...]
     dtype: str
-    kind: str  # "input" | "activation" | "const"
+    kind: str  # "input" | "activation" | "const" | "state"
     storage: str = ""
     producer: int | None = None  # op index
     consumers: list[int] = field(default_factory=list)
-    value: np.ndarray | None = None  # constants only
+    value: np.ndarray | None = None  # constants; for state tensors, the reset value
     alias_of: str | None = None  # in-place output: the dying storage it may be written over
 
     @property
@@ -68,8 +71,12 @@ class OpGraph:
         return self.tensors[self.tensors[name].storage]
 
     def activations(self) -> list[Tensor]:
-        """Tensors that own RAM (inputs and kernel outputs; views excluded)."""
-        return [t for t in self.tensors.values() if not t.is_const and t.storage == t.name]
+        """Tensors that own arena RAM (inputs and kernel outputs; views and state excluded)."""
+        return [t for t in self.tensors.values() if t.kind in ("input", "activation") and t.storage == t.name]
+
+    def states(self) -> list[Tensor]:
+        """Tensors kernels keep across invocations (static RAM, not the arena)."""
+        return [t for t in self.tensors.values() if t.kind == "state"]
 
     def constants(self) -> list[Tensor]:
         return [t for t in self.tensors.values() if t.is_const]
@@ -161,6 +168,10 @@ class _Reader:
             if "edgemem.workspace" not in attrs or len(ty.fields) != 2:
                 raise UnsupportedModelError(f"kernel call '{var.name}' returns a tuple edgemem cannot plan.")
             ty = ty.fields[0]
+        for i in str(attrs.get("edgemem.state", "")).split(",") if "edgemem.state" in attrs else ():
+            if self.tensors[ins[int(i)]].kind != "const":
+                raise UnsupportedModelError(f"kernel call '{var.name}': its state argument {i} is not a constant initial value.")
+            self.tensors[ins[int(i)]].kind = "state"
         name = self._name_var(var)
         alias = self.tensors[ins[int(attrs["edgemem.inplace"])]].storage if "edgemem.inplace" in attrs else None
         self.tensors[name] = Tensor(name, _shape(ty), str(ty.dtype), "activation", name,

@@ -14,9 +14,10 @@ The int16 sigmoid and tanh are TFLite's interpolated look-up table of sigmoid(k/
 (tanh(x) = 2 sigmoid(2x) - 1); ``SIGMOID_TABLE`` holds it as *measured* from tflite_micro's int16 TANH
 (``measure_sigmoid_table``; tests/test_lstm.py measures it again and compares).
 
-State: the hidden state starts at its zero point and the cell at 0, as TFLM's reset variable tensors; the
-kernel keeps both in its workspace (arena scratch live during this operator only), so every invocation
-starts from the reset state (TFLM without carrying state across invoke() calls).
+State: the hidden and cell state are the kernel's two state arguments, which persist across invocations
+(the generated model keeps them outside the arena; ``edgemem_reset()`` restores the hidden state's zero
+point and a zero cell, TFLM's reset values), so a sequence of invocations gives what TFLM gives when it
+is invoked again without a reset.
 """
 
 from __future__ import annotations
@@ -111,12 +112,6 @@ def lstm_quant(steps, n_input, n_cell, input_scale, input_zp, weight_scales, rec
     )  # fmt: skip
 
 
-def workspace_bytes(n_cell: int) -> int:
-    """The cell state, int16: the gates of a unit are four scalars, the hidden state is the previous
-    step's output row."""
-    return 2 * n_cell
-
-
 def _sat16(v):
     return tirx.Min(tirx.Max(v, tirx.const(-32768, "int32")), tirx.const(32767, "int32"))
 
@@ -153,13 +148,22 @@ def _tanh_input(v, power: int):
     return (v * 3 + tirx.const(1 << (-shift - 1), "int32")) >> (-shift)
 
 
+STATE_PARAMS = (6, 7)  # positions of the hidden and cell state among the kernel's parameters
+
+
+def initial_state(n_cell: int, hidden_zp: int) -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's reset values: the hidden state at its zero point, the cell at 0."""
+    return np.full(n_cell, hidden_zp, np.int8), np.zeros(n_cell, np.int16)
+
+
 def lstm_int8(q: LstmQuant):
     """The kernel: x [1, T, I] int8, wx [4, N, I] int8, wh [4, N, N] int8, bias [4, N] int32, qp [16] int32
-    (gate fc multipliers), lut [256] int32, out [1, T, N] int8, cell [N] int16 (workspace).
+    (gate fc multipliers), lut [256] int32, hidden [N] int8 and cell [N] int16 (state, read and updated),
+    out [1, T, N] int8.
 
     Unit by unit: a unit's four gates need the whole previous hidden state, which is the previous output
-    row (the zero point before the first step), and give that unit's cell and output; so the only state
-    besides the output is the cell vector."""
+    row (the state argument before the first step), and give that unit's cell and output; the last output
+    row becomes the hidden state at the end. No scratch besides a few scalars."""
     from tvm.script import tirx as T
 
     steps, n_in, n, x_zp, h_zp = q.steps, q.n_input, q.n_cell, q.input_zp, q.hidden_zp
@@ -172,7 +176,7 @@ def lstm_int8(q: LstmQuant):
     def lstm(
         x: T.Buffer((1, steps, n_in), "int8"), wx: T.Buffer((4, n, n_in), "int8"), wh: T.Buffer((4, n, n), "int8"),
         bias: T.Buffer((4, n), "int32"), qp: T.Buffer((16,), "int32"), lut: T.Buffer((256,), "int32"),
-        out: T.Buffer((1, steps, n), "int8"), cell: T.Buffer((n,), "int16"),
+        hidden: T.Buffer((n,), "int8"), cell: T.Buffer((n,), "int16"), out: T.Buffer((1, steps, n), "int8"),
     ):
         # One scalar per value, each stored once per iteration: TVM's simplifier reused a load of a scalar
         # across a later store to it (the old value reached the output) when one scalar held several values.
@@ -184,8 +188,6 @@ def lstm_int8(q: LstmQuant):
         c_add = T.decl_buffer((1,), "int32")
         c_new = T.decl_buffer((1,), "int32")
         c_tanh = T.decl_buffer((1,), "int32")
-        for u in range(n):
-            cell[u] = T.int16(0)
         for t, u in T.grid(steps, n):
             for g in range(4):
                 acc[0] = bias[g, u]
@@ -193,7 +195,10 @@ def lstm_int8(q: LstmQuant):
                     acc[0] = acc[0] + (T.Cast("int32", x[0, t, k]) - x_zp) * T.Cast("int32", wx[g, u, k])
                 g_in[0] = _sat16(multiply_by_quantized_multiplier(acc[0], qp[4 * g], qp[4 * g + 1]))
                 acc[0] = 0
-                if t > 0:  # the state starts at the zero point: no recurrent term at the first step
+                if t == 0:  # the previous hidden state: the state argument, then the previous output row
+                    for k in range(n):
+                        acc[0] = acc[0] + (T.Cast("int32", hidden[k]) - h_zp) * T.Cast("int32", wh[g, u, k])
+                else:
                     for k in range(n):
                         acc[0] = acc[0] + (T.Cast("int32", out[0, t - 1, k]) - h_zp) * T.Cast("int32", wh[g, u, k])
                 g_sum[0] = _sat16(g_in[0] + _sat16(multiply_by_quantized_multiplier(acc[0], qp[4 * g + 2], qp[4 * g + 3])))
@@ -210,5 +215,7 @@ def lstm_int8(q: LstmQuant):
             cell[u] = T.Cast("int16", c_new[0])
             c_tanh[0] = _tanh16(lut, _tanh_input(c_new[0], power))
             out[0, t, u] = clamp_to_int8(multiply_by_quantized_multiplier(c_tanh[0] * gate[3], m_h, s_h) + h_zp, -128, 127)
+        for u in range(n):
+            hidden[u] = out[0, steps - 1, u]
 
     return lstm

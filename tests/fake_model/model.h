@@ -17,5 +17,6 @@ uint32_t edgemem_input_bytes(uint32_t i);
 void *edgemem_output(uint32_t i);
 uint32_t edgemem_output_bytes(uint32_t i);
 int32_t edgemem_run(void);
+void edgemem_reset(void);
 
 #endif
