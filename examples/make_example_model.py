@@ -85,6 +85,7 @@ class _Tensor:
     buffer: int
     quant: dict | None
     signature: tuple | None = None  # shape_signature (-1 = symbolic), written only when given
+    variable: bool = False  # state kept across invocations (an LSTM's hidden and cell state)
 
 
 @dataclass
@@ -110,9 +111,9 @@ class ModelBuilder:
     ops: list = field(default_factory=list)
     opcodes: list = field(default_factory=list)  # [(builtin_code, version)]
 
-    def tensor(self, name, shape, dtype, quant=None, signature=None) -> int:
+    def tensor(self, name, shape, dtype, quant=None, signature=None, variable=False) -> int:
         sig = None if signature is None else tuple(int(d) for d in signature)
-        self.tensors.append(_Tensor(name, tuple(int(d) for d in shape), _NP_TO_TT[np.dtype(dtype)], 0, quant, sig))
+        self.tensors.append(_Tensor(name, tuple(int(d) for d in shape), _NP_TO_TT[np.dtype(dtype)], 0, quant, sig, variable))
         return len(self.tensors) - 1
 
     def const(self, name, array, quant=None) -> int:
@@ -196,6 +197,8 @@ class ModelBuilder:
             tflite.TensorAddType(b, t.ttype)
             tflite.TensorAddBuffer(b, t.buffer)
             tflite.TensorAddName(b, name)
+            if t.variable:
+                tflite.TensorAddIsVariable(b, True)
             if q_off is not None:
                 tflite.TensorAddQuantization(b, q_off)
             t_offs.append(tflite.TensorEnd(b))

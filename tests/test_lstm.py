@@ -167,3 +167,87 @@ def test_lstm_state_carries_across_runs_like_tflm(tmp_path):
     np.testing.assert_array_equal(again, expected[0])
     assert not np.array_equal(tflm_outputs(path, [inputs[1]])[0], expected[1])
     shutil.rmtree(work)
+
+
+def _lstm_model(n_in: int, n_cell: int, steps: int, time_major: bool, cell_clip: float, seed: int, activation: int = 4,
+                peephole: bool = False) -> bytes:
+    """A one-operator int8 LSTM with seeded random weights, written here with the project's flatbuffer writer."""
+    import tflite
+    from tflite.BuiltinOperator import BuiltinOperator
+    from tflite.BuiltinOptions import BuiltinOptions
+
+    rng = np.random.default_rng(seed)
+    mb = ModelBuilder()
+    x_scale, x_zp, h_scale, h_zp = 0.05, int(rng.integers(-20, 20)), 1 / 128, int(rng.integers(-5, 5))
+    x_shape = [steps, 1, n_in] if time_major else [1, steps, n_in]
+    x = mb.tensor("x", x_shape, np.int8, quant={"scale": [x_scale], "zero_point": [x_zp]})
+    ins = [x]
+    w_scales = []
+    for g in range(4):  # input weights: pre-activations of a few units
+        w_scales.append(3.0 / (np.sqrt(n_in) * 127 * 40 * x_scale))
+        ins.append(mb.const(f"wx{g}", rng.integers(-127, 128, (n_cell, n_in)).astype(np.int8), quant={"scale": [w_scales[-1]], "zero_point": [0]}))
+    for g in range(4):
+        s = 2.0 / (np.sqrt(n_cell) * 127 * 60 * h_scale)
+        ins.append(mb.const(f"wh{g}", rng.integers(-127, 128, (n_cell, n_cell)).astype(np.int8), quant={"scale": [s], "zero_point": [0]}))
+    if peephole:
+        ins += [mb.const(f"peep{g}", rng.integers(-127, 128, (n_cell,)).astype(np.int8), quant={"scale": [0.01], "zero_point": [0]}) for g in range(3)]
+    else:
+        ins += [-1, -1, -1]
+    for g in range(4):
+        bias_scale = x_scale * w_scales[g]
+        ins.append(mb.const(f"b{g}", (rng.normal(0, 1.0, n_cell) / bias_scale).astype(np.int32), quant={"scale": [bias_scale], "zero_point": [0]}))
+    ins += [-1, -1]
+    ins.append(mb.tensor("h", [1, n_cell], np.int8, quant={"scale": [h_scale], "zero_point": [h_zp]}, variable=True))
+    ins.append(mb.tensor("c", [1, n_cell], np.int16, quant={"scale": [2.0**-11], "zero_point": [0]}, variable=True))
+    ins += [-1, -1, -1, -1]
+    out_shape = [steps, 1, n_cell] if time_major else [1, steps, n_cell]
+    y = mb.tensor("y", out_shape, np.int8, quant={"scale": [h_scale], "zero_point": [h_zp]})
+
+    def options(b):
+        tflite.UnidirectionalSequenceLSTMOptionsStart(b)
+        tflite.UnidirectionalSequenceLSTMOptionsAddFusedActivationFunction(b, activation)
+        tflite.UnidirectionalSequenceLSTMOptionsAddCellClip(b, cell_clip)
+        tflite.UnidirectionalSequenceLSTMOptionsAddTimeMajor(b, time_major)
+        return tflite.UnidirectionalSequenceLSTMOptionsEnd(b)
+
+    mb.op(BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM, ins, [y], BuiltinOptions.UnidirectionalSequenceLSTMOptions, options)
+    return mb.serialize([x], [y])
+
+
+@pytest.mark.parametrize("n_in,n_cell,steps,time_major,cell_clip,seed", [
+    (7, 5, 3, False, 0.0, 1),
+    (16, 12, 6, True, 0.0, 2),
+    (10, 9, 8, False, 2.5, 3),  # the cell clipped at +-2.5 (5,120 in int16 units)
+    (33, 20, 4, True, 1.0, 4),
+])  # fmt: skip
+def test_generated_lstm_bit_exact_on_the_host(n_in, n_cell, steps, time_major, cell_clip, seed, tmp_path):
+    """Generated LSTMs (sizes, time-major, cell clip) built for the host with the sanitizers: bit-exact with TFLM."""
+    from edgemem.target.host import build_host, host_compiler, run_host
+
+    try:
+        host_compiler()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(str(exc))
+    path = tmp_path / "lstm.tflite"
+    path.write_bytes(_lstm_model(n_in, n_cell, steps, time_major, cell_clip, seed))
+    pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False))
+    exe = build_host(tmp_path / "p", tmp_path / "host")
+    for input_seed in (0, 1):
+        x = seeded_inputs(path, input_seed)
+        want = tflm_outputs(path, x)[0]
+        got = run_host(exe, [x[0].tobytes()], [want.nbytes]).outputs[0]
+        np.testing.assert_array_equal(np.frombuffer(got, np.int8).reshape(want.shape), want)
+        assert len(np.unique(want)) > 3  # the outputs vary: the weights drive the gates out of saturation
+
+
+@pytest.mark.parametrize("variant,message", [
+    ({"peephole": True}, "peephole"),
+    ({"activation": 1}, "not TANH"),
+])
+def test_lstm_variants_edgemem_does_not_compute_are_refused(variant, message, tmp_path):
+    from edgemem.errors import UnsupportedModelError
+
+    path = tmp_path / "lstm.tflite"
+    path.write_bytes(_lstm_model(6, 4, 2, False, 0.0, 5, **variant))
+    with pytest.raises(UnsupportedModelError, match=message):
+        pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False))
