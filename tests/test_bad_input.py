@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,8 +22,9 @@ import tflite
 from edgemem.errors import ModelFileError
 from edgemem.frontend.tflite_import import read_tflite
 
+from shared_models import model_path as shared_model
+
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT.parent / "shared" / "models"
 EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
 
 # exit codes (edgemem/errors.py)
@@ -96,13 +96,6 @@ class _MultiSubgraphBuilder(mem.ModelBuilder):
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
     path = tmp_path / name
     path.write_bytes(data)
-    return path
-
-
-def shared_model(name: str) -> Path:
-    path = MODELS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here")
     return path
 
 

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 from edgemem import pipeline
-from edgemem.errors import DoesNotFitError, EdgememError, UnsupportedModelError
+from edgemem.errors import DoesNotFitError, EdgememError
 from edgemem.reference import seeded_inputs, tflm_outputs
 
+from shared_models import model_path
+
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT.parent / "shared" / "models"
 EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
 
 ACCEPTANCE_MODELS = [
@@ -27,13 +28,6 @@ ACCEPTANCE_MODELS = [
     "mlperf_sww_int8", "tflm_person_detect_int8", "tflm_micro_speech_int8", "tflm_hello_world_int8",
 ]  # fmt: skip
 TOLERANT = {"SOFTMAX", "LOGISTIC", "TANH"}  # may differ from TFLM by 1 LSB
-
-
-def model_path(name: str) -> Path:
-    path = MODELS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
-    return path
 
 
 def assert_matches_tflm(device: np.ndarray, reference: np.ndarray, producer: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,8 +26,7 @@ from edgemem.kernels.int8_ops import Requant
 from edgemem.plan import ArenaPlan, Buffer, PlanError, Placement, check_plan, lower_bound, plan_arena
 from edgemem.reference import seeded_inputs, tflm_outputs
 
-ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT.parent / "shared" / "models"
+from shared_models import model_path
 
 
 def _depthwise_reference(x, w, bias, mult, shift, zp, stride, pad, out_hw, rq):
@@ -149,13 +147,6 @@ def test_random_plans_with_inplace_pairs_pass_the_checker():
 
 
 # ---------------------------------------------------------------- whole models under QEMU
-
-
-def model_path(name: str) -> Path:
-    path = MODELS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
-    return path
 
 
 @pytest.mark.parametrize("name, without, with_inplace", [

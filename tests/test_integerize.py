@@ -15,14 +15,14 @@ import pytest
 
 tvm = pytest.importorskip("tvm")
 pytest.importorskip("tflite_micro")
-from tvm import relax  # noqa: E402
+from tvm import relax
 
-from edgemem.frontend.tflite_import import import_tflite  # noqa: E402
-from edgemem.passes.integerize import integerize  # noqa: E402
-from edgemem.reference import seeded_inputs, tflm_outputs  # noqa: E402
+from edgemem.frontend.tflite_import import import_tflite
+from edgemem.passes.integerize import integerize
+from edgemem.reference import seeded_inputs, tflm_outputs
 
-ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT.parent / "shared" / "models"
+from shared_models import model_path as _model_path
+
 
 CHECKED_MODELS = [
     "mlperf_kws_dscnn_int8", "mlperf_vww_96_int8", "mlperf_ic_resnet8_int8", "mlperf_ad_fc_autoencoder_int8",
@@ -30,13 +30,6 @@ CHECKED_MODELS = [
 ]  # fmt: skip
 SEEDS = (0, 1, 2)
 TOLERANT = {"SOFTMAX", "LOGISTIC", "TANH"}  # TFLM's fixed-point exp/tanh: 1 LSB allowed
-
-
-def _model_path(name: str) -> Path:
-    path = MODELS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
-    return path
 
 
 def _output_producers(path: Path) -> list[str]:
@@ -105,12 +98,12 @@ def test_conv_fed_directly_by_average_pool():
 # Micro's reference code (tensorflow/lite/kernels/internal/reference/*, micro/kernels/*): Python
 # integers with gemmlowp's textbook branches, sharing nothing with edgemem.kernels.
 
-import math  # noqa: E402
+import math
 
-from edgemem.kernels import int8_ops  # noqa: E402
-from edgemem.kernels.fixed_point import mean_multiplier, mul_multiplier, rescale_multiplier  # noqa: E402
-from edgemem.kernels.int8_ops import Requant  # noqa: E402
-from edgemem.passes.integerize import nearest_neighbor_sources  # noqa: E402
+from edgemem.kernels import int8_ops
+from edgemem.kernels.fixed_point import mean_multiplier, mul_multiplier, rescale_multiplier
+from edgemem.kernels.int8_ops import Requant
+from edgemem.passes.integerize import nearest_neighbor_sources
 
 
 def _tflm_quantize_multiplier(real: float) -> tuple[int, int]:

@@ -10,7 +10,6 @@ Measured wall time per model (build + 2 QEMU runs, 2-core machine): 2-8 s for th
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,8 @@ import pytest
 from edgemem import pipeline
 from edgemem.reference import seeded_inputs, tflm_outputs
 
-ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT.parent / "shared" / "models"
+from shared_models import model_path
+
 MIB = 1024 * 1024
 
 # model -> (RAM, flash) budget to plan for on stm32f746; None keeps the board's 320 KiB / 1 MiB.
@@ -35,13 +34,6 @@ MORE_MODELS = {
     "mlperf_ic_resnet_large_int8": (None, None),  # no new operator: the one shared model no other QEMU test runs
 }
 SEEDS = (0, 1)
-
-
-def model_path(name: str) -> Path:
-    path = MODELS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
-    return path
 
 
 @pytest.mark.parametrize("name", list(MORE_MODELS))

@@ -8,7 +8,6 @@ of them; the baselines are recomputed here by their own loops, not read from the
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ import pytest
 from edgemem.passes.catalogue import GraphPass
 from edgemem.passes.orchestrate import DEFAULT_SEQUENCE, EffectTable, learn, objective, orchestrate
 
-ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT.parent / "shared" / "models"
+from shared_models import model_path as _model
+
 
 # -- the fake world -------------------------------------------------------------------------------------
 
@@ -243,13 +242,6 @@ def test_package_table_loads():
 
 
 # -- real models ----------------------------------------------------------------------------------------
-
-
-def _model(name: str) -> Path:
-    path = MODELS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
-    return path
 
 
 @pytest.mark.parametrize("name, plain, best", [

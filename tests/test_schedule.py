@@ -4,7 +4,6 @@ every scheduler's order valid with the peak it reports, hierarchical against exa
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,19 +19,13 @@ from edgemem.schedule.exact import file_or_topo, segments
 from edgemem.schedule.liveness import peak_bytes
 from edgemem.schedule.random_graphs import FAMILIES, generate, suite
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+from shared_models import MODELS, model_path
+
 # models the TVM pipeline reads in about a second (others take minutes or are not supported yet)
 FAST_MODELS = [
     "mlperf_kws_dscnn_int8", "mlperf_vww_96_int8", "mlperf_sww_int8", "mlperf_ad_fc_autoencoder_int8",
     "tflm_micro_speech_int8", "tflm_hello_world_int8",
 ]  # fmt: skip
-
-
-def model_path(name: str) -> Path:
-    path = MODELS / f"{name}.tflite"
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared models live next to the repository)")
-    return path
 
 
 # -- random small Dags ------------------------------------------------------------------------
