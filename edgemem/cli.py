@@ -64,7 +64,7 @@ def _passes_line(passes: dict, baselines: dict) -> str:
     """The passes run, each with its arena change; then how the orchestrator got there."""
     steps = ", ".join(f"{s['pass']} {s['d_arena']:+,} B" if "d_arena" in s else s["pass"] for s in passes["sequence"]) or "none"
     if "trials" not in passes:
-        return steps + "  (fixed sequence)"
+        return steps + ("  (--passes)" if passes.get("given") else "  (fixed sequence)")
     others = ", ".join(f"{k} {v['arena_bytes']:,} B" for k, v in baselines.items() if v.get("arena_bytes") is not None)
     stop = {"target": "fits with margin", "time": "time budget", "trials": "trial budget", "exhausted": "nothing left to try"}
     return (f"{steps}  (orchestrator: {passes['trials']} trials, stopped: {stop.get(passes['stop'], passes['stop'])}, "
@@ -108,6 +108,10 @@ def _json(obj: dict) -> None:
     sys.stdout.write(json.dumps({k: v for k, v in obj.items() if k != "output_arrays"}, indent=2) + "\n")
 
 
+def _pass_names(text: Optional[str]) -> tuple[str, ...] | None:
+    return None if text is None else tuple(n.strip() for n in text.split(",") if n.strip())
+
+
 @app.command()
 def build(
     model: Path = typer.Argument(..., help="The .tflite model."),
@@ -119,6 +123,7 @@ def build(
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
     opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence)."),
+    passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
@@ -136,7 +141,7 @@ def build(
             return
         result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                                                         schedule_seconds=schedule_time, profile=profile,
-                                                                        opt_seconds=opt_time))
+                                                                        opt_seconds=opt_time, passes=_pass_names(passes)))
         res = None
         if run_it:
             from . import profiling

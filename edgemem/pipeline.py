@@ -47,6 +47,7 @@ class BuildOptions:
     opt_seconds: float = 5.0  # time budget of the pass orchestrator (0: edgemem's fixed pass sequence)
     opt_seed: int = 0  # the orchestrator's seed (same seed, same passes)
     opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
+    passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
 
 
 @dataclass
@@ -177,6 +178,8 @@ def _optimize(mod, board: Board, options: BuildOptions):
     edgemem's fixed default sequence (PAD folding, then in-place depthwise, which folding enables, then
     in-place element-wise). Returns the module and what each pass did (with the baselines when
     orchestrated)."""
+    if options.passes is not None:
+        return _run_passes(mod, options.passes)
     if options.opt_seconds > 0:
         return _orchestrate(mod, board, options)
     from .passes.fold_pad import fold_pad
@@ -191,6 +194,23 @@ def _optimize(mod, board: Board, options: BuildOptions):
         report.append({"pass": name, "changed": not new.same_as(mod)})
         mod = new
     return mod, {"sequence": report}
+
+
+def _run_passes(mod, names: tuple[str, ...]):
+    """The user's own pass sequence (``--passes``), each pass by its catalogue name."""
+    from .passes.catalogue import catalogue
+
+    known = {p.name: p for p in catalogue()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise EdgememError(f"unknown memory pass {', '.join(map(repr, unknown))} in --passes; the passes are: "
+                         f"{', '.join(known)}.")  # fmt: skip
+    report = []
+    for name in names:
+        new = known[name](mod)
+        report.append({"pass": name, "changed": not new.same_as(mod)})
+        mod = new
+    return mod, {"sequence": report, "given": True}
 
 
 def _orchestrate(mod, board: Board, options: BuildOptions):

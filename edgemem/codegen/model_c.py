@@ -93,7 +93,7 @@ def _op_calls(graph: OpGraph, order: list[int], placements: dict, kernels: CKern
         op = graph.ops[idx]
         ctypes = kernels.param_ctypes[op.name]
         consts = set(kernels.const_params[op.name])
-        names = [*op.inputs, op.output] + ([op.workspace] if op.workspace else [])
+        names = op.args()
         args = [_pointer(graph, placements, n, ctypes[i], i in consts) for i, n in enumerate(names)]
         pool, offset = placements[graph.tensors[op.output].storage]
         calls.append({

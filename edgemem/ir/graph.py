@@ -58,6 +58,12 @@ class Op:
     prim: object  # tvm.tirx.PrimFunc
     macs: int = 0
     workspace: str | None = None  # scratch tensor passed after the output (live at this step only)
+    writes_input: int | None = None  # call_tir_inplace: the argument it writes (no output pointer)
+
+    def args(self) -> list[str]:
+        """The tensors passed to the kernel, in order."""
+        out = [] if self.writes_input is not None else [self.output]
+        return [*self.inputs, *out] + ([self.workspace] if self.workspace else [])
 
 
 @dataclass
@@ -156,7 +162,7 @@ class _Reader:
             self.tensors[name] = Tensor(name, _shape(var.ty), str(var.ty.dtype), "activation", self.tensors[src].storage)
             self.tensors[name].producer = self.tensors[src].producer
             return
-        if op_name != "relax.call_tir":
+        if op_name not in ("relax.call_tir", "relax.call_tir_inplace"):
             raise UnsupportedModelError(f"Relax binding '{var.name}' calls '{op_name}', which has no kernel; lower it first.")
         gv, args = value.args[0], value.args[1]
         prim = self.mod[gv]
@@ -173,8 +179,10 @@ class _Reader:
                 raise UnsupportedModelError(f"kernel call '{var.name}': its state argument {i} is not a constant initial value.")
             self.tensors[ins[int(i)]].kind = "state"
         name = self._name_var(var)
+        writes = self._written_argument(var, value, ins, ty)
         alias = self.tensors[ins[int(attrs["edgemem.inplace"])]].storage if "edgemem.inplace" in attrs else None
-        self.tensors[name] = Tensor(name, _shape(ty), str(ty.dtype), "activation", name,
+        storage = name if writes is None else self.tensors[ins[writes]].storage
+        self.tensors[name] = Tensor(name, _shape(ty), str(ty.dtype), "activation", storage,
                                     producer=len(self.ops), alias_of=alias)  # fmt: skip
         kind = str(attrs["edgemem.op"]) if "edgemem.op" in attrs else gv.name_hint
         macs = int(attrs["edgemem.macs"]) if "edgemem.macs" in attrs else 0
@@ -187,7 +195,19 @@ class _Reader:
                                              workspace, producer=len(self.ops))  # fmt: skip
         if isinstance(var.ty, relax.TupleType):
             self.tuple_results[var] = [name, workspace]
-        self.ops.append(Op(f"em_k_{gv.name_hint}", kind, ins, name, prim, macs, workspace))
+        self.ops.append(Op(f"em_k_{gv.name_hint}", kind, ins, name, prim, macs, workspace, writes))
+
+    def _written_argument(self, var, call, ins: list[str], ty) -> int | None:
+        """For call_tir_inplace, the index of the one argument the kernel writes (its result's storage)."""
+        if call.op.name != "relax.call_tir_inplace":
+            return None
+        indices = [int(i) for i in call.attrs.inplace_indices]
+        if len(indices) != 1 or isinstance(var.ty, relax.TupleType):
+            raise UnsupportedModelError(f"kernel call '{var.name}' writes in place into {len(indices)} arguments; edgemem plans one.")
+        arg = self.tensors[ins[indices[0]]]
+        if arg.kind not in ("activation", "input") or arg.nbytes != int(np.prod(_shape(ty), dtype=np.int64)) * np.dtype(str(ty.dtype)).itemsize:
+            raise UnsupportedModelError(f"kernel call '{var.name}' writes in place into '{arg.name}', which is not an activation of its size.")
+        return indices[0]
 
     def _use(self, name: str, op_index: int):
         t = self.tensors[name]

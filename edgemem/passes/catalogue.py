@@ -35,6 +35,8 @@ def _tvm(pass_factory) -> Callable[[tvm.IRModule], tvm.IRModule]:
 
 
 def _edgemem_passes() -> list[GraphPass]:
+    from .concat_inplace import concat_inplace
+    from .fold_dequantize import fold_dequantize
     from .fold_pad import fold_pad
     from .inplace import inplace_depthwise, inplace_elementwise
 
@@ -43,6 +45,10 @@ def _edgemem_passes() -> list[GraphPass]:
         GraphPass("inplace_depthwise", "a depthwise convolution writes over its dying input (one channel of scratch)",
                   inplace_depthwise, "edgemem"),
         GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem"),
+        GraphPass("concat_inplace", "producers write straight into their slice of a CONCATENATION (no copy)",
+                  concat_inplace, "edgemem"),
+        GraphPass("fold_dequantize", "a float output's DEQUANTIZE folded into its producer (no int8 copy)",
+                  fold_dequantize, "edgemem"),
     ]  # fmt: skip
 
 

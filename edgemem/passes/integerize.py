@@ -548,7 +548,9 @@ class _Integerizer:
             raise UnsupportedModelError(f"model output {var.name} is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
         shape = _shape(var)
         prim = int8_ops.dequantize_float(shape, d.scalar_scale, d.scalar_zp)
-        return self._call(self._name("dequantize"), prim, [self._act(d.source)], shape, "DEQUANTIZE", 0, dtype="float32")
+        spec = {"builder": "dequantize_float", "shape": list(shape), "scale": float(d.scalar_scale), "zero_point": int(d.scalar_zp)}
+        return self._call(self._name("dequantize"), prim, [self._act(d.source)], shape, "DEQUANTIZE", 0, dtype="float32",
+                          spec=spec)  # fmt: skip
 
     # -- int8 data movement (the frontend keeps these on integers)
     def _pad(self, var, value):

@@ -18,6 +18,7 @@ _BUILDERS = {
         s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"],
         s.get("delay", 0)),
     "pad": lambda s: int8_ops.pad(s["x_shape"], s["pad_before"], s["pad_after"], s["pad_value"]),
+    "dequantize_float": lambda s: int8_ops.dequantize_float(tuple(s["shape"]), s["scale"], s["zero_point"]),
 }  # fmt: skip
 
 

@@ -280,6 +280,10 @@ class Dag:
                 outputs.add(t.producer)
             for c in t.consumers:
                 preds[c].append(t.producer)
+        for t in graph.tensors.values():  # a view an op writes into (call_tir_inplace): its readers wait for it
+            if t.storage != t.name and t.producer is not None and t.producer != graph.tensors[t.storage].producer:
+                for c in t.consumers:
+                    preds[c].append(t.producer)
         for v, op in enumerate(graph.ops):
             alias = graph.tensors[op.output].alias_of
             if alias is not None and graph.tensors[alias].consumers == [v]:
