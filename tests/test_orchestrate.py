@@ -261,7 +261,7 @@ def test_real_model_reaches_the_known_best_bit_exact(name, plain, best):
     result = orchestrate(mod, table=EffectTable(), time_budget=60.0, baselines=("none", "fixed", "tvm_default"))
     assert result.baselines["none"]["arena_bytes"] == plain
     assert result.search_figures["arena_bytes"] == best == result.figures["arena_bytes"]
-    assert result.baselines["tvm_default"]["arena_bytes"] is None and "n/a" in result.baselines["tvm_default"]["reason"]
+    assert result.baselines["tvm_default"]["arena_bytes"] >= best  # measured now (graph part + fused scratch)
     assert result.sequence and result.sequence[-1].arena_bytes == best
     vm = relax.VirtualMachine(tvm.compile(result.module, target="llvm"), tvm.cpu())
     x = seeded_inputs(path, 0)
@@ -282,7 +282,7 @@ def test_build_runs_the_orchestrator_and_reports_it(tmp_path):
     assert info["arena_bytes"] == 69_092 and info["passes"]["source"] == "search"
     assert info["pass_baselines"]["none"]["arena_bytes"] == 86_100
     assert info["pass_baselines"]["fixed"]["arena_bytes"] == 69_092
-    assert info["pass_baselines"]["tvm_default"]["arena_bytes"] is None
+    assert info["pass_baselines"]["tvm_default"]["arena_bytes"] == 86_100  # no fusion group in MicroNet: the plain graph
     # the plain graph already fits the board with the default margin: no search trial, the fixed sequence
     early = pipeline.build(path, "stm32f746", tmp_path / "early", pipeline.BuildOptions(compile=False))
     assert early.info["passes"]["stop"] == "target" and early.info["passes"]["trials"] == 0

@@ -1,0 +1,122 @@
+"""TVM's operator fusion on the lowered module: AnnotateTIROpPattern -> FuseOps -> FuseTIR.
+
+On edgemem's int8 kernels TVM finds the same groups at every ``fuse_opt_level`` (measured 1, 2, 4 on
+the shared models): a convolution with the residual ADD that reads it, an element-wise MUL with the
+ADD after it, QUANTIZE with the PAD after it. FuseTIR merges a group into one PrimFunc in which the
+tensor between its kernels becomes an internal buffer as large as that tensor: left so, fusion would
+only move bytes from the arena into kernel scratch. Each fused kernel is therefore scheduled so that
+the internal tensors vanish (an injective producer is inlined into its reader, else the reader into
+the producer's store), and the pass refuses (returns the module unchanged) if any fused kernel still
+needs more than ``SCRATCH_LIMIT`` bytes of scratch once lowered, or cannot be lowered to plain C.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm.s_tir
+import tvm_ffi
+from tvm import relax, tirx
+
+SCRATCH_LIMIT = 256  # bytes of kernel scratch a fused kernel may keep (edgemem's own kernels keep <= 256)
+
+
+def _group_kinds(mod: tvm.IRModule) -> dict[str, tuple[list[str], int]]:
+    """Fused Relax function name -> (kinds of the kernels it calls, their MACs), read after FuseOps."""
+    groups = {}
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or gv.name_hint == "main":
+            continue
+        kinds, macs = [], 0
+
+        def visit(expr):
+            nonlocal macs
+            if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
+                attrs = mod[expr.args[0]].attrs or {}
+                kinds.append(str(attrs.get("edgemem.op", expr.args[0].name_hint)))
+                macs += int(attrs.get("edgemem.macs", 0))
+
+        relax.analysis.post_order_visit(func, visit)
+        groups[gv.name_hint] = (kinds, macs)
+    return groups
+
+
+def _inline_internals(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Compute each internal tensor where it is used: pull its reader into the producer's store
+    (reverse_compute_inline), else inline an injective producer into its readers, until nothing moves."""
+    sch = tvm.s_tir.Schedule(func)
+    params = {p.name for p in func.params}
+    moved = True
+    while moved:
+        moved = False
+        for block in _blocks(sch):
+            writes = [w.source.name for w in sch.get(block).writes]
+            if not writes or any(w in params for w in writes):
+                continue
+            for reader in sch.get_consumers(block):  # the reader into this store first: a reduction's
+                try:  # epilogue keeps its accumulator a scalar that way
+                    sch.reverse_compute_inline(reader)
+                    moved = True
+                    break
+                except Exception:  # noqa: BLE001 - this schedule does not apply here
+                    continue
+            if not moved:
+                try:
+                    sch.compute_inline(block)
+                    moved = True
+                except Exception:  # noqa: BLE001 - neither applies: the tensor stays (the scratch check decides)
+                    pass
+            if moved:
+                break
+    return sch.mod["main"]
+
+
+def _blocks(sch) -> list:
+    """Every block of the function but the root, in program order."""
+    names = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, (tvm.s_tir.stmt.SBlock, lambda b: names.append(b.name_hint)), order="pre")
+    return [sch.get_sblock(n) for n in dict.fromkeys(names) if n != "root"]
+
+
+_SCRATCH_CACHE: dict[int, int] = {}  # structural hash of a fused kernel -> its scratch bytes (lowering is slow)
+
+
+def _scratch_bytes(funcs: dict[str, tirx.PrimFunc]) -> dict[str, int]:
+    """Bytes of scratch each kernel allocates once lowered to plain C (about 0.2 s a kernel, so cached:
+    the orchestrator meets the same fused kernels in many states)."""
+    from ..codegen.kernels_c import _alloc_bytes, lower_to_plain_tir
+
+    keys = {name: tvm_ffi.structural_hash(f) for name, f in funcs.items()}
+    todo = {name: f for name, f in funcs.items() if keys[name] not in _SCRATCH_CACHE}
+    if todo:
+        lowered = lower_to_plain_tir(todo)
+        for gv, f in lowered.functions.items():
+            if isinstance(f, tirx.PrimFunc) and gv.name_hint in todo:
+                _SCRATCH_CACHE[keys[gv.name_hint]] = sum(n for _, n in _alloc_bytes(f, gv.name_hint))
+    return {name: _SCRATCH_CACHE[keys[name]] for name in funcs}
+
+
+def fuse_ops(mod: tvm.IRModule, level: int = 2) -> tvm.IRModule:
+    """``mod`` with TVM's fusion groups merged into single kernels that need no internal tensors."""
+    try:
+        with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
+            grouped = relax.transform.FuseOps(fuse_opt_level=level)(relax.transform.AnnotateTIROpPattern()(mod))
+            kinds = _group_kinds(grouped)
+            if not kinds:
+                return mod
+            fused = relax.transform.DeadCodeElimination()(relax.transform.FuseTIR()(grouped))
+        kernels = {gv: _inline_internals(f) for gv, f in fused.functions.items() if gv.name_hint in kinds}
+        scratch = _scratch_bytes({gv.name_hint: f for gv, f in kernels.items()})
+    except Exception:  # noqa: BLE001 - a fused kernel the C path cannot take: no fusion at all
+        return mod
+    if any(n > SCRATCH_LIMIT for n in scratch.values()):
+        return mod
+    for gv, func in kernels.items():
+        group, macs = kinds[gv.name_hint]
+        fused[gv] = _with(func, {"global_symbol": gv.name_hint, "edgemem.op": "+".join(group), "edgemem.macs": macs})
+    return fused
+
+
+def _with(func: tirx.PrimFunc, attrs: dict) -> tirx.PrimFunc:
+    for key, value in attrs.items():
+        func = func.with_attr(key, value)
+    return func
