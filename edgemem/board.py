@@ -29,6 +29,7 @@ class MemoryRegion:
     speed: str = "normal"
     default: bool = False
     qemu: bool = True  # modelled by the board's QEMU machine
+    device: bool = True  # usable by the board image right after reset (false: needs a memory controller set up)
 
     @property
     def end(self) -> int:
@@ -115,6 +116,19 @@ class FlasherConfig:
 
 
 @dataclass(frozen=True)
+class DeviceConfig:
+    """The real board's image (``[device]``): its serial port, tick source and the register writes that bring
+    the port up from reset (clock enables, pin functions, baud), each (address, clear mask, set mask)."""
+
+    uart: str  # register layout: "stm32_usart" (F1/F2/F4), "stm32_usart_v2" (F0/F3/F7/H7/L4), "nrf51" (nRF51/52 UART)
+    uart_base: int
+    ticks: str  # "dwt": the core's cycle counter (Cortex-M3/M4/M7)
+    cpu_hz: int  # core clock after reset (the image does not change it)
+    uart_brr: int | None = None  # STM32: BRR for the [serial] baud at the clock after reset
+    init: tuple[tuple[int, int, int], ...] = ()  # clear mask 0xFFFFFFFF: a plain write of the set mask
+
+
+@dataclass(frozen=True)
 class LinkRegion:
     """One linker MEMORY region of the QEMU image (contiguous modelled board regions merged)."""
 
@@ -154,6 +168,7 @@ class Board:
     source: Path | None = field(default=None, compare=False)
     flasher: FlasherConfig | None = None  # None: not a board one flashes (an FPGA stand-in)
     serial_baud: int | None = None  # the board's serial console (USB virtual COM port of its probe)
+    device: DeviceConfig | None = None  # None: no image for the real board (only the QEMU stand-in's)
 
     # ---- plain facts -------------------------------------------------------------------------
     @property
@@ -220,6 +235,45 @@ class Board:
                 )
             )
         return out
+
+    def device_link_regions(self) -> list[LinkRegion]:
+        """Linker RAM regions of the real board's image: its RAM regions at their own addresses (those usable
+        after reset), contiguous ones merged."""
+        usable = sorted((r for r in self.ram if r.device), key=lambda r: r.base)
+        groups: list[list[MemoryRegion]] = []
+        for r in usable:
+            if groups and groups[-1][-1].end == r.base:
+                groups[-1].append(r)
+            else:
+                groups.append([r])
+        default = self.default_ram
+        return [LinkRegion("RAM_" + _ident(g[0].name).upper(), g[0].base, sum(r.size for r in g), tuple(g), default in g)
+                for g in groups]  # fmt: skip
+
+    def device_defines(self) -> dict[str, str]:
+        """-D macros of the real board's image: its UART and tick source, no semihosting, no MPU guard (the
+        guard's map is the QEMU stand-in's), per-step reports over the UART with the inputs in flash."""
+        dev = self.device
+        if dev is None:
+            raise ToolchainError(f"board {self.name} has no [device] section: edgemem makes no image for the real board.")
+        d = {
+            "EM_BOARD_NAME": f'"{self.name}"',
+            "EM_HAS_FPU": "1" if self.core.has_fpu else "0",
+            "EM_DEVICE": "1",
+            "EM_TICK_NUM": "1u",
+            "EM_TICK_DEN": "1u",
+            f"EM_TIMER_{dev.ticks.upper()}": "1",
+            f"EM_UART_{dev.uart.upper()}": "1",
+            "EM_UART_BASE": f"0x{dev.uart_base:08X}u",
+            "EM_NUM_IRQS": "96",
+            "EM_MPU_NREGIONS": "0",
+            "EDGEMEM_PROFILE": "1",
+            "EM_CONSOLE_UART": "1",
+            "EM_INPUTS_EMBEDDED": "1",
+        }
+        if dev.uart_brr is not None:
+            d["EM_UART_BRR"] = f"0x{dev.uart_brr:X}u"
+        return d
 
     def pool_region(self, pool_name: str) -> LinkRegion:
         """The linker region a pool named `pool_name` lands in (a matching board region, else the default)."""
@@ -366,7 +420,7 @@ def _parse(data: dict, path: Path) -> Board:
             raise ValueError(f"name in {where} must be an identifier, got {rname!r}")
         ram.append(
             MemoryRegion(rname, _int(r, "base", where), _int(r, "size", where), speed,
-                         bool(r.get("default", False)), bool(r.get("qemu", True)))
+                         bool(r.get("default", False)), bool(r.get("qemu", True)), bool(r.get("device", True)))
         )
     if not ram:
         raise ValueError("at least one [[ram]] region is needed")
@@ -381,7 +435,8 @@ def _parse(data: dict, path: Path) -> Board:
     if arena_align < 1 or arena_align & (arena_align - 1):
         raise ValueError("arena_align must be a power of two")
     return Board(name, str(data.get("description", name)), core, flash, tuple(ram), qemu, stack_size, arena_align, path,
-                 _parse_flasher(data.get("flasher"), flash), _parse_serial_baud(data.get("serial")))
+                 _parse_flasher(data.get("flasher"), flash), _parse_serial_baud(data.get("serial")),
+                 _parse_device(data.get("device"), core))
 
 
 def _parse_qemu(q: dict, core: Core) -> QemuConfig:
@@ -445,6 +500,31 @@ def _parse_flasher(d: dict | None, flash: MemoryRegion) -> FlasherConfig | None:
         pyocd_target=pyo.get("target"),
         timeout_s=float(timeout),
     )
+
+
+_DEVICE_UARTS = ("stm32_usart", "stm32_usart_v2", "nrf51")
+_DEVICE_TICKS = ("dwt",)
+
+
+def _parse_device(d: dict | None, core: Core) -> DeviceConfig | None:
+    if d is None:
+        return None
+    uart, ticks = str(_need(d, "uart", "[device]")), str(_need(d, "ticks", "[device]"))
+    if uart not in _DEVICE_UARTS:
+        raise ValueError(f"[device] uart must be one of {_DEVICE_UARTS}, got {uart!r}")
+    if ticks not in _DEVICE_TICKS:
+        raise ValueError(f"[device] ticks must be one of {_DEVICE_TICKS}, got {ticks!r}")
+    if ticks == "dwt" and core.cpu in ("cortex-m0", "cortex-m0plus", "cortex-m23"):
+        raise ValueError(f"[device] ticks = 'dwt' needs a Cortex-M3/M4/M7 cycle counter; {core.cpu} has none")
+    if uart.startswith("stm32") and "uart_brr" not in d:
+        raise ValueError("[device] uart_brr is needed for an STM32 USART (kernel clock after reset / baud)")
+    init = []
+    for i, entry in enumerate(d.get("init", [])):
+        if not (isinstance(entry, list) and len(entry) == 3 and all(isinstance(v, int) and 0 <= v < 1 << 32 for v in entry)):
+            raise ValueError(f"[device] init entry #{i + 1} must be [address, clear mask, set mask] (32-bit integers), got {entry!r}")
+        init.append((entry[0], entry[1], entry[2]))
+    return DeviceConfig(uart, _int(d, "uart_base", "[device]"), ticks, _int(d, "cpu_hz", "[device]"),
+                        _int(d, "uart_brr", "[device]") if "uart_brr" in d else None, tuple(init))  # fmt: skip
 
 
 def _parse_serial_baud(d: dict | None) -> int | None:

@@ -222,7 +222,7 @@ def profile_cmd(
 def _print_profile(res: dict) -> None:
     on_qemu = "total_instructions" in res
     t = Table("step", "op", "live (plan)", "high-water (plan)", "measured", "stack",
-              "instructions" if on_qemu else "ticks", title=f"profile: {Path(res['model']).name} on {res['board']}, {res['source']}")  # fmt: skip
+              "instructions" if on_qemu else res.get("tick_unit", "ticks"), title=f"profile: {Path(res['model']).name} on {res['board']}, {res['source']}")  # fmt: skip
     for r in res["steps"]:
         ok = "" if r["pools_match"] else " [red]MISMATCH[/]"
         t.add_row(str(r["step"]), r["kind"], f"{r['predicted_live_bytes']:,}", f"{r['predicted_high_water_bytes']:,}",
@@ -235,6 +235,8 @@ def _print_profile(res: dict) -> None:
     out.print(f"measured arena = plan at every step: {verdict[res['arena_matches_plan']]}; outputs vs TFLite Micro: "
               + ("oracle not installed" if res["bit_exact"] is None else ("[green]bit-exact[/]" if res["bit_exact"] else f"[red]max |diff| {res['max_abs_diff']}[/]"))
               + f"; saved to {res['saved_to']}")  # fmt: skip
+    if res.get("tick_note"):
+        out.print(f"[yellow]{res['tick_note']}[/]")
 
 
 def _load_npy(path: Path):

@@ -28,7 +28,7 @@ from .schedule import Schedule
 from .schedule.best import best_schedule
 from .schedule.dag import Dag
 from .schedule.liveness import live_ranges
-from .target.toolchain import FirmwareSizes, build_firmware, render_firmware_files
+from .target.toolchain import DEVICE_DIR, FirmwareSizes, build_firmware, render_device_files, render_firmware_files
 
 BUILD_INFO = "edgemem.json"  # what `run` needs to know about a build, next to the sources
 
@@ -287,7 +287,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
         pools=pools, lower_bound=plan.lower_bound, scheduler=schedule.scheduler, algorithm=plan.algorithm,
         kernels=kernels, input_infos=model.inputs, output_infos=model.outputs,
     )  # fmt: skip
-    if options.profile:
+    if options.profile or (board.device is not None and options.compile):  # the board image carries its input too
         from .reference import seeded_inputs
 
         sources["profile_inputs.c"] = render_profile_inputs(
@@ -296,16 +296,23 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
 
     def fill(project: Path) -> None:
         for name, text in sources.items():
-            (project / name).write_text(text)
+            if name != "profile_inputs.c" or options.profile:
+                (project / name).write_text(text)
         render_firmware_files(board, project, split_regions=options.pool_per_region, profile=options.profile)
         if options.compile:
             result.sizes = _link(project, board, plan)
+        device_sizes = _link_device(project, board, plan, sources) if board.device is not None and options.compile else None
         result.info = build_info(result, model, schedulers, stack_estimate=_stack_estimate(project, graph),
                                  seconds=time.perf_counter() - t0)  # fmt: skip
         result.info["pass_baselines"] = passes_report.pop("baselines", {})
         result.info["passes"] = passes_report
         if options.profile:
             result.info["profile"] = predicted_steps(graph, schedule, buffers, plan, options.profile_seed)
+        if device_sizes is not None:  # the board image always profiles (it has no other way to report)
+            result.info["board_image"] = {"dir": DEVICE_DIR, "elf": f"{DEVICE_DIR}/firmware.elf", "bin": f"{DEVICE_DIR}/firmware.bin",
+                                          "flash_bytes": device_sizes.flash_bytes, "ram_bytes": device_sizes.ram_bytes,
+                                          "ticks": board.device.ticks, "cpu_hz": board.device.cpu_hz,
+                                          "profile": predicted_steps(graph, schedule, buffers, plan, options.profile_seed)}  # fmt: skip
         (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")
 
     _write_atomically(Path(out_dir), options.overwrite, fill)
@@ -344,6 +351,12 @@ def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
                 f"its {board.flash_bytes:,} B of flash. Linker said:\n{e}"
             ) from e
         raise
+
+
+def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict) -> FirmwareSizes:
+    """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
+    cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads)."""
+    return _link(render_device_files(board, project, sources), board, plan)
 
 
 def _tensor_json(info, graph: OpGraph, name: str) -> dict:

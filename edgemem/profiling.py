@@ -73,6 +73,8 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
     out_dir = Path(out_dir)
     info = load_build_info(out_dir)
     predicted = info.get("profile")
+    if predicted is None and port is not None:  # on a real board: the board image (what `edgemem flash` wrote)
+        predicted = info.get("board_image", {}).get("profile")
     if predicted is None:
         raise EdgememError(
             f"'{out_dir}' is not a profiling build, so its firmware reports no per-step figures. Rebuild it with "
@@ -87,7 +89,8 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
     if report.errors or not report.finished:
         problems = "; ".join(report.errors) or "no 'EDGEMEM end' line"
         raise DeviceError(f"the profiling run on {source} failed: {problems}\ndevice output:\n{transcript.text[-3000:]}")
-    rows = _step_rows(predicted, report.steps, board, on_qemu=port is None)
+    cycles = bool(report.stats.get("tick_cycles"))  # a board image: ticks are core cycles (DWT)
+    rows = _step_rows(predicted, report.steps, board, on_qemu=port is None and not cycles)
     outputs = [np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"])
                for raw, spec in zip(report.outputs, info["outputs"])]  # fmt: skip
     from .reference import seeded_inputs
@@ -102,9 +105,12 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
         and report.arena_high_water_bytes == info["arena_bytes"],
         "peak_stack_bytes": report.peak_stack_bytes,
         "total_ticks": sum(r["ticks"] for r in rows),
+        "tick_unit": "cycles" if cycles else ("instructions" if port is None else "timer ticks"),
         "lines_dropped": transcript.dropped,
     }  # fmt: skip
-    if port is None:
+    if cycles and result["total_ticks"] == 0:
+        result["tick_note"] = "the cycle counter did not count: no DWT (QEMU does not model it)"
+    if port is None and not cycles:
         result["total_instructions"] = sum(r["instructions"] for r in rows)
     result.update(_compare(outputs, _reference_outputs(info["model"], inputs), info["outputs"]))
     path = Path(save) if save is not None else out_dir / PROFILE_JSON

@@ -9,7 +9,24 @@
 
 #define EM_REG(addr) (*(volatile uint32_t *)(uintptr_t)(addr))
 
-/* ==== semihosting ======================================================================== */
+/* ==== semihosting (QEMU images) / end of run (board images) =============================== */
+
+#if defined(EM_DEVICE)
+/* A board image has no debugger to talk to: it reports over the UART, says how it ended, and idles. */
+#if !defined(EM_CONSOLE_UART) || !defined(EM_INPUTS_EMBEDDED)
+#error "a board image (EM_DEVICE) reports over the UART with its inputs in flash: EM_CONSOLE_UART and EM_INPUTS_EMBEDDED"
+#endif
+void em_exit(int32_t code)
+{
+    em_puts("EDGEMEM exit ");
+    em_put_i32(code);
+    em_puts("\n");
+    em_flush();
+    for (;;) {
+        __asm__ volatile("wfi");
+    }
+}
+#else
 
 #define SYS_OPEN 0x01u
 #define SYS_CLOSE 0x02u
@@ -101,6 +118,7 @@ int32_t em_read_file(const char *path, void *dst, uint32_t len)
     (void)em_sys_close(h);
     return left == 0 ? 0 : -3;
 }
+#endif /* EM_DEVICE */
 
 /* ==== output channel ===================================================================== */
 /* Semihosting (SYS_WRITE0) by default; with EM_CONSOLE_UART the board's serial port 0 (profiling builds:
@@ -120,6 +138,8 @@ static uint32_t em_out_len;
 #define UART_BAUDDIV EM_REG(EM_UART_BASE + 0x10u)
 #define UART_TX_READY() ((UART_STATE & 1u) == 0u)
 #define UART_RX_READY() ((UART_STATE & 2u) != 0u)
+#define UART_TX UART_DATA
+#define UART_RX UART_DATA
 
 void em_console_init(void)
 {
@@ -134,11 +154,36 @@ void em_console_init(void)
 #define UART_CR1 EM_REG(EM_UART_BASE + 0x0Cu)
 #define UART_TX_READY() ((UART_SR & (1u << 7)) != 0u)
 #define UART_RX_READY() ((UART_SR & (1u << 5)) != 0u)
+#define UART_TX UART_DATA
+#define UART_RX UART_DATA
+#ifndef EM_UART_BRR
+#define EM_UART_BRR 0x16Du /* 115200 baud at 42 MHz APB (QEMU ignores it) */
+#endif
 
 void em_console_init(void)
 {
-    UART_BRR = 0x16Du; /* 115200 baud at 42 MHz APB (QEMU ignores it) */
+    UART_BRR = EM_UART_BRR;
     UART_CR1 = (1u << 13) | (1u << 3) | (1u << 2);
+}
+#elif defined(EM_UART_STM32_USART_V2)
+/* STM32 USART, F0/F3/F7/H7/L4 register layout: CR1 (bit0 UE, bit2 RE, bit3 TE), BRR, ISR (bit7 TXE, bit5 RXNE),
+ * RDR, TDR. BRR = kernel clock / baud (16x oversampling); the board file gives it for the clock after reset. */
+#define UART_CR1 EM_REG(EM_UART_BASE + 0x00u)
+#define UART_BRR EM_REG(EM_UART_BASE + 0x0Cu)
+#define UART_ISR EM_REG(EM_UART_BASE + 0x1Cu)
+#define UART_RX EM_REG(EM_UART_BASE + 0x24u)
+#define UART_TX EM_REG(EM_UART_BASE + 0x28u)
+#define UART_TX_READY() ((UART_ISR & (1u << 7)) != 0u)
+#define UART_RX_READY() ((UART_ISR & (1u << 5)) != 0u)
+#ifndef EM_UART_BRR
+#error "EM_UART_STM32_USART_V2 needs EM_UART_BRR (the board file's [device] uart_brr)"
+#endif
+
+void em_console_init(void)
+{
+    UART_CR1 = 0u;
+    UART_BRR = EM_UART_BRR;
+    UART_CR1 = (1u << 3) | (1u << 2) | 1u;
 }
 #elif defined(EM_UART_NRF51)
 /* nRF51 UART: tasks STARTRX/STARTTX, events RXDRDY/TXDRDY, ENABLE (4 = on), RXD, TXD */
@@ -173,7 +218,7 @@ int32_t em_console_getc(void)
     return (int32_t)(NRF_UART_RXD & 0xFFu);
 }
 #else
-#error "EM_CONSOLE_UART needs a UART kind: EM_UART_CMSDK, EM_UART_STM32_USART or EM_UART_NRF51 (the board's [qemu.uart])"
+#error "EM_CONSOLE_UART needs a UART kind: EM_UART_CMSDK, EM_UART_STM32_USART, EM_UART_STM32_USART_V2 or EM_UART_NRF51"
 #endif
 
 #if defined(UART_TX_READY)
@@ -181,14 +226,14 @@ static void em_uart_putc(char c)
 {
     while (!UART_TX_READY()) {
     }
-    UART_DATA = (uint32_t)(uint8_t)c;
+    UART_TX = (uint32_t)(uint8_t)c;
 }
 
 int32_t em_console_getc(void)
 {
     while (!UART_RX_READY()) {
     }
-    return (int32_t)(UART_DATA & 0xFFu);
+    return (int32_t)(UART_RX & 0xFFu);
 }
 #endif
 
@@ -473,13 +518,53 @@ uint64_t em_timer_ticks(void)
     return ((uint64_t)em_nrf_wraps << 32) | v;
 }
 
+#elif defined(EM_TIMER_DWT)
+/* The core's cycle counter (DWT CYCCNT) of a Cortex-M3/M4/M7 board: ticks are core clock cycles. It wraps
+ * every 2^32 cycles (20 s at 216 MHz); reads extend it to 64 bits, which holds while it is read at least once
+ * per wrap (the profiling main reads it after every step). */
+#define DEMCR 0xE000EDFCu
+#define DWT_CTRL 0xE0001000u
+#define DWT_CYCCNT 0xE0001004u
+#define DWT_LAR 0xE0001FB0u
+
+static uint32_t em_dwt_last;
+static uint64_t em_dwt_high;
+
+void em_timer_irq_handler(void)
+{
+}
+
+void em_timer_start(void)
+{
+    EM_REG(DEMCR) |= 1u << 24;     /* TRCENA: power the DWT */
+    EM_REG(DWT_LAR) = 0xC5ACCE55u; /* software unlock (Cortex-M7; no effect where there is no lock) */
+    EM_REG(DWT_CYCCNT) = 0u;
+    EM_REG(DWT_CTRL) |= 1u; /* CYCCNTENA */
+    em_dwt_last = 0u;
+    em_dwt_high = 0u;
+}
+
+uint64_t em_timer_ticks(void)
+{
+    uint32_t now = EM_REG(DWT_CYCCNT);
+    if (now < em_dwt_last) {
+        em_dwt_high += (uint64_t)1 << 32;
+    }
+    em_dwt_last = now;
+    return em_dwt_high + now;
+}
+
 #else
-#error "no timer kind: define EM_TIMER_CMSDK, EM_TIMER_STM32_PAIR or EM_TIMER_NRF51"
+#error "no timer kind: define EM_TIMER_CMSDK, EM_TIMER_STM32_PAIR, EM_TIMER_NRF51 or EM_TIMER_DWT"
 #endif
 
 uint64_t em_ticks_to_instructions(uint64_t ticks)
 {
     return ticks * (uint64_t)(EM_TICK_NUM) / (uint64_t)(EM_TICK_DEN);
+}
+
+__attribute__((weak)) void em_board_init(void)
+{
 }
 
 /* ==== memory measurement ================================================================= */

@@ -79,6 +79,11 @@ uint32_t em_stack_size(void);
 uint32_t em_data_bytes(void);
 uint32_t em_bss_bytes(void);
 
+/* ---- board bring-up ----------------------------------------------------------------------- */
+/* Register writes a board image makes before its UART starts (clocks, pins, baud); a QEMU image has none.
+ * board_init.c, generated from the board file's [device] init table, replaces this weak empty one. */
+void em_board_init(void);
+
 /* ---- startup / faults (startup.c) -------------------------------------------------------- */
 void em_fault(uint32_t *frame, uint32_t exc_return, uint32_t kind);
 

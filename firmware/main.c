@@ -1,6 +1,7 @@
 /*
  * edgemem profiling main. Protocol (one line each, on the semihosting console):
  *   EDGEMEM begin board=<name>
+ *   EDGEMEM stat tick_cycles=1          board images only: ticks are core clock cycles (DWT), not timer ticks
  *   EDGEMEM output <i> <hex>            per output, lowercase hex of all bytes
  *   EDGEMEM stat <key>=<int>            stack_peak_bytes, stack_size_bytes, stack_at_run_bytes (stack in use
  *                                       when edgemem_run is called), pool_<name>_high_water_bytes,
@@ -204,6 +205,9 @@ int main(void)
     (void)em_console_getc(); /* the host is listening: start */
 #endif
     em_puts("EDGEMEM begin board=" EM_BOARD_NAME "\n");
+#if defined(EM_TIMER_DWT)
+    em_stat("tick_cycles", 1u); /* ticks are core clock cycles (a board image's DWT counter) */
+#endif
     for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
         pool_hw[p] = 0;
     }

@@ -249,6 +249,7 @@ __attribute__((noreturn, used)) void em_reset_c(void)
     em_mpu_init();
 #endif
     __asm__ volatile("dsb\nisb" ::: "memory");
+    em_board_init();
     em_console_init();
     em_timer_start();
     em_exit(main());

@@ -2,6 +2,8 @@
 
 Every tool writes the raw image (firmware.bin, made by the project's Makefile) at the board's flasher address
 (its [flash] base unless the board file says otherwise), so all three put the same bytes at the same place.
+A board with a [device] section has its own image in the project's board/ directory (linked at its flash,
+its UART, no semihosting): that one is flashed; otherwise the QEMU stand-in's, with a warning.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from edgemem.board import FLASH_TOOLS, Board, FlasherConfig
 from edgemem.errors import DeviceError, EdgememError, ToolchainError
+from edgemem.target.toolchain import DEVICE_DIR
 
 IMAGE = "firmware.bin"
 OBJCOPY = "arm-none-eabi-objcopy"
@@ -86,7 +89,9 @@ def choose_tool(board: Board, only: str | None = None) -> tuple[str, str]:
 def flash(project: str | Path, board: Board, *, tool: str | None = None, timeout_s: float | None = None) -> FlashResult:
     """Write the project's firmware.bin to the board with the first installed tool of its [flasher] order."""
     flasher = _flasher(board)
-    image = raw_image(Path(project))
+    board_image = Path(project) / DEVICE_DIR
+    on_board = board.device is not None and (board_image / "firmware.elf").is_file()
+    image = raw_image(board_image if on_board else Path(project))
     name, path = choose_tool(board, tool)
     command = flash_command(name, path, flasher, image)
     timeout = flasher.timeout_s if timeout_s is None else timeout_s
@@ -107,11 +112,12 @@ def flash(project: str | Path, board: Board, *, tool: str | None = None, timeout
             f"flashing board {board.name} with {name} failed (exit code {proc.returncode}).{hint} "
             f"command: {shlex.join(command)}\n{_tail(proc.stderr or proc.stdout)}"
         )
-    return FlashResult(name, command, image, flasher.address, output, _stand_in_note(board, flasher.address))
+    return FlashResult(name, command, image, flasher.address, output, None if on_board else _stand_in_note(board, flasher.address))
 
 
 def _stand_in_note(board: Board, address: int) -> str | None:
-    """edgemem builds one image, for the QEMU stand-in; say so when it goes onto the real board."""
+    """A board with a [device] section gets its own image (project/board); without one, the only image is the
+    QEMU stand-in's: say so when it goes onto the real board."""
     q = board.qemu
     if q is None:
         return None

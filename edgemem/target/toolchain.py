@@ -43,8 +43,8 @@ class FirmwareSizes:
         return self.stack_bytes + self.data_bytes + self.bss_bytes + self.arena_bytes
 
 
-def _linker_context(board: Board, stack_size: int, split_regions: bool) -> dict:
-    regions = board.link_regions(merge=not split_regions)
+def _linker_context(board: Board, stack_size: int, split_regions: bool, device: bool = False) -> dict:
+    regions = board.device_link_regions() if device else board.link_regions(merge=not split_regions)
     default_lr = next(r for r in regions if r.default)
     default_member = board.default_ram
     extra = []
@@ -62,7 +62,8 @@ def _linker_context(board: Board, stack_size: int, split_regions: bool) -> dict:
         )
     return {
         "board": board,
-        "flash_origin": board.qemu.flash_base,
+        "device": device,
+        "flash_origin": board.flash.base if device else board.qemu.flash_base,
         "flash_length": board.flash.size,
         "regions": [
             {"name": r.name, "origin": r.origin, "length": r.length, "members": [m.name for m in r.members]}
@@ -108,6 +109,7 @@ def render_firmware_files(
         cpu_flags=board.core.gcc_flags,
         defines={**board.c_defines(), **(profile_defines(board) if profile else {})},
         qemu_args=qemu_args(board),
+        device=False,
     )
     (project / "Makefile").write_text(makefile)
     written.append(project / "Makefile")
@@ -116,6 +118,29 @@ def render_firmware_files(
             shutil.copyfile(src, project / src.name)
             written.append(project / src.name)
     return written
+
+
+DEVICE_DIR = "board"  # the real board's image is built in this subdirectory of the project
+
+
+def render_device_files(board: Board, project_dir: str | Path, sources: dict[str, str], *, stack_size: int | None = None) -> Path:
+    """The project for the real board's image in ``project_dir/board``: the model's sources, the runtime C,
+    board_init.c from the board file's [device] init table, a linker script at the board's own addresses
+    and a Makefile. Returns that directory."""
+    device_dir = Path(project_dir) / DEVICE_DIR
+    device_dir.mkdir(parents=True, exist_ok=True)
+    env = _env()
+    stack = board.stack_size if stack_size is None else int(stack_size)
+    (device_dir / "linker.ld").write_text(env.get_template("linker.ld.j2").render(**_linker_context(board, stack, False, device=True)))
+    (device_dir / "Makefile").write_text(env.get_template("Makefile.j2").render(
+        board=board, cpu_flags=board.core.gcc_flags, defines=board.device_defines(), qemu_args=[], device=True))
+    (device_dir / "board_init.c").write_text(env.get_template("board_init.c.j2").render(board=board))
+    for name, text in sources.items():
+        (device_dir / name).write_text(text)
+    for src in sorted(FIRMWARE_DIR.iterdir()):
+        if src.suffix in (".c", ".h"):
+            shutil.copyfile(src, device_dir / src.name)
+    return device_dir
 
 
 def _require(tool: str) -> str:
