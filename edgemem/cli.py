@@ -290,7 +290,7 @@ def validate(
     board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
     count: int = typer.Option(10, "--count", "-n", help="Number of seeded random inputs to run."),
     seed: int = typer.Option(0, "--seed", help="First seed (runs use seed, seed+1, ...; as `edgemem run --seed`)."),
-    port: Optional[str] = typer.Option(None, "--port", help="Serial port of a real board (not supported yet: QEMU only)."),
+    port: Optional[str] = typer.Option(None, "--port", help="Serial port (or pyserial URL) of a board running its board image (or any UART build): inputs go over the UART. Default: QEMU runs."),
     bit_exact: bool = typer.Option(False, "--bit-exact", help="Fail unless every output is bit-exact (no 1-LSB tolerance)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:

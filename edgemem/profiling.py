@@ -15,7 +15,7 @@ from .board import Board, load_board
 from .errors import DeviceError, EdgememError
 from .pipeline import _compare, _reference_outputs, load_build_info
 from .target.qemu import QemuSerial, parse_device_output
-from .target.serial_link import DEFAULT_BAUD, SerialTranscript, open_port, read_report
+from .target.serial_link import DEFAULT_BAUD, SerialTranscript, end_session, open_port, read_report
 
 PROFILE_JSON = "profile.json"
 
@@ -25,6 +25,7 @@ def _read_from_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[SerialTr
         link = q.connect()
         try:
             transcript = read_report(link, timeout_s=timeout_s, where=f"QEMU {board.qemu.machine} UART ({q.url})")
+            end_session(link)  # the firmware would wait for requests (edgemem validate --port); it exits now
         finally:
             link.close()
         q.finish()
@@ -34,7 +35,10 @@ def _read_from_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[SerialTr
 def _read_from_port(port: str, baud: int, timeout_s: float) -> tuple[SerialTranscript, str]:
     link = open_port(port, baud)
     try:
-        return read_report(link, timeout_s=timeout_s, where=port), f"serial {port} at {baud} baud"
+        transcript = read_report(link, timeout_s=timeout_s, where=port)
+        if transcript.finished:
+            end_session(link)
+        return transcript, f"serial {port} at {baud} baud"
     finally:
         link.close()
 

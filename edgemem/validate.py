@@ -5,7 +5,9 @@ what counts as a match is defined in one place: bit-exact, or within 1 LSB on SO
 (1e-5 relative on float outputs). Inputs are `reference.seeded_inputs(model, seed)` for seeds
 first_seed .. first_seed + count - 1, the same inputs `edgemem run --seed S` uses.
 
-The device is QEMU for now; `_device_runner` is where a runner for a real board on a serial port plugs in.
+Without --port each run is a QEMU run of the build's firmware; with --port the device on that serial port (a
+board image, or any UART build, e.g. QEMU's UART socket) first sends its own report, then answers one request
+per input (firmware/main.c, em_serve) over the same pyserial code as `edgemem profile`.
 """
 
 from __future__ import annotations
@@ -33,26 +35,35 @@ def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port:
     The report's `all_match` is False when some run does not match (or, with require_bit_exact, is not
     bit-exact); the caller decides what to do with that (the CLI exits with MismatchError.exit_code)."""
     from . import pipeline
-    from .reference import seeded_inputs
 
     project = Path(project)
     if count < 1:
         raise EdgememError(f"--count must be at least 1, got {count}.")
     info = pipeline.load_build_info(project)
     board = load_board(info["board"])
-    run_one = _device_runner(port, board.name, timeout_s)
+    run_one = _device_runner(port, board.name, timeout_s, project)
     runs = []
-    for seed in range(first_seed, first_seed + count):
-        res = run_one(project, seeded_inputs(info["model"], seed))
-        if res["bit_exact"] is None:
-            raise ToolchainError(
-                "the reference interpreter (TFLite Micro) is not installed, so there is nothing to validate against: "
-                "pip install 'edgemem[reference]' (PyPI package tflite-micro)."
-            )
-        runs.append({"seed": seed, "bit_exact": res["bit_exact"], "max_abs_diff": res["max_abs_diff"],
-                     "matches_reference": res["matches_reference"], "instructions": res.get("instructions")})  # fmt: skip
-    return summarize(info, runs, device="QEMU " + (board.qemu.machine if board.qemu else "?"),
-                     require_bit_exact=require_bit_exact)  # fmt: skip
+    try:
+        for seed in range(first_seed, first_seed + count):
+            runs.append(_one_run(run_one, project, info, seed))
+    finally:
+        if hasattr(run_one, "close"):
+            run_one.close()
+    device = f"serial {port}" if port is not None else "QEMU " + (board.qemu.machine if board.qemu else "?")
+    return summarize(info, runs, device=device, require_bit_exact=require_bit_exact)
+
+
+def _one_run(run_one: Runner, project: Path, info: dict, seed: int) -> dict:
+    from .reference import seeded_inputs
+
+    res = run_one(project, seeded_inputs(info["model"], seed))
+    if res["bit_exact"] is None:
+        raise ToolchainError(
+            "the reference interpreter (TFLite Micro) is not installed, so there is nothing to validate against: "
+            "pip install 'edgemem[reference]' (PyPI package tflite-micro)."
+        )
+    return {"seed": seed, "bit_exact": res["bit_exact"], "max_abs_diff": res["max_abs_diff"],
+            "matches_reference": res["matches_reference"], "instructions": res.get("instructions")}  # fmt: skip
 
 
 def summarize(info: dict, runs: list[dict], *, device: str, require_bit_exact: bool = False) -> dict:
@@ -87,13 +98,10 @@ def mismatch_message(report: dict) -> str:
     )
 
 
-def _device_runner(port: str | None, board_name: str, timeout_s: float) -> Runner:
-    """How one inference reaches the device: QEMU now; a serial-port runner plugs in here."""
+def _device_runner(port: str | None, board_name: str, timeout_s: float, project: Path) -> Runner:
+    """How one inference reaches the device: QEMU (a fresh run each), or the device on a serial port."""
     if port is not None:
-        raise EdgememError(
-            f"validating on a real board over a serial port ({port}) is not supported yet: the firmware cannot receive "
-            f"inputs over its UART. Leave out --port to validate the {board_name} build under QEMU."
-        )
+        return SerialDevice(project, port, timeout_s)
     load_board(board_name).require_qemu()  # a board without a QEMU stand-in stops here, clearly
 
     def run_on_qemu(project: Path, inputs: list) -> dict:
@@ -102,3 +110,52 @@ def _device_runner(port: str | None, board_name: str, timeout_s: float) -> Runne
         return pipeline.run(project, inputs, timeout_s=timeout_s)
 
     return run_on_qemu
+
+
+class SerialDevice:
+    """A board (or QEMU's UART socket) running a UART build: after its own report it serves requests, one
+    inference each (firmware/main.c, em_serve). The link stays open across runs; ``close`` ends the session."""
+
+    def __init__(self, project: Path, port: str, timeout_s: float):
+        from .pipeline import load_build_info
+        from .target.serial_link import DEFAULT_BAUD, open_port, read_report
+
+        self.info = load_build_info(project)
+        self.where = port
+        self.timeout_s = timeout_s
+        baud = load_board(self.info["board"]).serial_baud or DEFAULT_BAUD
+        self.link = open_port(port, baud)
+        try:
+            report = read_report(self.link, timeout_s=timeout_s, where=port)  # the build's own report comes first
+        except Exception:
+            self.link.close()
+            raise
+        if not report.finished:
+            self.link.close()
+            raise DeviceError(f"the device on {port} failed before serving requests:\n{report.text[-2000:]}")
+
+    def __call__(self, project: Path, inputs: list) -> dict:
+        import numpy as np
+
+        from .pipeline import _compare, _reference_outputs
+        from .target.qemu import parse_device_output
+        from .target.serial_link import run_request
+
+        data = b"".join(np.ascontiguousarray(x).tobytes() for x in inputs)
+        reply = run_request(self.link, data, timeout_s=self.timeout_s, where=self.where)
+        report = parse_device_output(reply.text, 0, self.info["board"])
+        if not reply.finished or report.errors or len(report.outputs) != len(self.info["outputs"]):
+            raise DeviceError(f"the device on {self.where} did not answer the request with its outputs:\n{reply.text[-2000:]}")
+        outputs = [np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"])
+                   for raw, spec in zip(report.outputs, self.info["outputs"])]  # fmt: skip
+        return _compare(outputs, _reference_outputs(self.info["model"], inputs), self.info["outputs"])
+
+    def close(self) -> None:
+        from .target.serial_link import end_session
+
+        try:
+            end_session(self.link, self.where)
+        except DeviceError:  # best effort: the link may already be gone (the error that ended the runs says why)
+            pass
+        finally:
+            self.link.close()

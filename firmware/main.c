@@ -188,6 +188,112 @@ static void em_print_steps(void)
 }
 #endif
 
+#if defined(EM_CONSOLE_UART)
+/* After its report a UART build serves inference requests (`edgemem validate --port`):
+ *   host:   'R', the hex of every input's bytes (inputs in order, lowercase or uppercase), ' ', two hex digits
+ *           of the XOR of those bytes, '\n'
+ *   device: "EDGEMEM output <i> <hex>" per output, then "EDGEMEM done status=<s>"; or "EDGEMEM error request
+ *           <why>" for a malformed request (bad digit, short or long, checksum), and nothing is run
+ *   host:   'Q': the device leaves the loop (QEMU exits; a board says "EDGEMEM exit" and idles).
+ * Other bytes between requests (e.g. repeated start bytes) are ignored. Each request runs from the model's
+ * initial state (edgemem_reset), like one `edgemem run`. */
+static int32_t em_hex_digit(int32_t c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* One byte as two hex digits; -1 (and the offending character in *last) if either is not a digit. */
+static int32_t em_get_hex_byte(int32_t *last)
+{
+    int32_t hi = em_hex_digit(*last = em_console_getc());
+    int32_t lo;
+    if (hi < 0) {
+        return -1;
+    }
+    lo = em_hex_digit(*last = em_console_getc());
+    return lo < 0 ? -1 : (hi << 4) | lo;
+}
+
+static const char *em_read_request(void)
+{
+    uint32_t i;
+    uint32_t j;
+    uint8_t x = 0u;
+    int32_t last = 0;
+    int32_t b;
+    for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
+        uint8_t *dst = (uint8_t *)edgemem_input(i);
+        for (j = 0; j < edgemem_input_bytes(i); j++) {
+            b = em_get_hex_byte(&last);
+            if (b < 0) {
+                return last == '\n' ? "short" : "digit";
+            }
+            dst[j] = (uint8_t)b;
+            x ^= (uint8_t)b;
+        }
+    }
+    last = em_console_getc();
+    if (last != ' ') {
+        return "long";
+    }
+    b = em_get_hex_byte(&last);
+    if (b < 0) {
+        return last == '\n' ? "short" : "digit";
+    }
+    last = em_console_getc();
+    if (last != '\n') {
+        return "long";
+    }
+    return (uint8_t)b == x ? (const char *)0 : "checksum";
+}
+
+static void em_serve(void)
+{
+    uint32_t p;
+    for (;;) {
+        int32_t c = em_console_getc();
+        const char *why;
+        int32_t st;
+        if (c == 'Q') {
+            return;
+        }
+        if (c != 'R') {
+            continue;
+        }
+        why = em_read_request();
+        if (why != (const char *)0) {
+            em_puts("EDGEMEM error request ");
+            em_puts(why);
+            em_puts("\n");
+            em_flush();
+            continue; /* the host resends; a partial line is skipped as bytes that are not 'R' */
+        }
+        edgemem_reset();
+        st = edgemem_run();
+        for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
+            em_puts("EDGEMEM output ");
+            em_put_u64(p);
+            em_puts(" ");
+            em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
+            em_puts("\n");
+        }
+        em_puts("EDGEMEM done status=");
+        em_put_i32(st);
+        em_puts("\n");
+        em_flush();
+    }
+}
+#endif
+
 int main(void)
 {
     uint32_t pool_hw[EDGEMEM_NUM_POOLS];
@@ -283,6 +389,9 @@ int main(void)
     em_stat_i32("run_status", status);
     em_puts("EDGEMEM end\n");
     em_flush();
+#if defined(EM_CONSOLE_UART)
+    em_serve();
+#endif
     if (status != 0 && (status & 0xFF) == 0) {
         return 1; /* keep a failure visible through the 8-bit exit code */
     }

@@ -97,9 +97,11 @@ def test_cli_json_and_exit_codes(example_build, broken_build):
     assert wrong_board.exit_code == 2 and "was built for board stm32f746" in wrong_board.stderr
 
 
-def test_port_is_not_supported_yet(example_build):
-    with pytest.raises(EdgememError, match="over a serial port .* not supported yet"):
-        validate(example_build, count=1, port="/dev/ttyACM0")
+def test_a_port_that_cannot_be_opened_is_named(example_build):
+    from edgemem.errors import DeviceError
+
+    with pytest.raises(DeviceError, match="cannot open serial port '/dev/ttyEDGEMEM0'"):
+        validate(example_build, count=1, port="/dev/ttyEDGEMEM0")
 
 
 def test_board_without_a_qemu_stand_in_is_a_clear_error(example_build, tmp_path):

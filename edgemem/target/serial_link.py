@@ -76,22 +76,50 @@ def read_report(port: serial.SerialBase, *, timeout_s: float = 60.0, idle_s: flo
 
     Raises DeviceError when the whole report takes longer than timeout_s, when nothing arrives for idle_s
     seconds (default: timeout_s), or when the connection closes first."""
-    where = where or getattr(port, "name", None) or getattr(port, "port", "") or "the serial port"
+    hint = ("Check that the firmware is a profiling build (`edgemem build --profile`) or a board image, that it is "
+            "flashed and running, and the baud rate; reset the board and retry.")  # fmt: skip
+    return _collect(port, "EDGEMEM end", timeout_s, idle_s, where, start=True, hint=hint)
+
+
+def run_request(port: serial.SerialBase, inputs: bytes, *, timeout_s: float = 60.0, where: str = "") -> SerialTranscript:
+    """After the report: send one inference request (every input's bytes, in order) and read the reply until
+    "EDGEMEM done" (finished) or an error/fault line (see firmware/main.c, em_serve)."""
+    x = 0
+    for b in inputs:
+        x ^= b
+    _write(port, b"R" + inputs.hex().encode("ascii") + b" %02x\n" % x, _where(port, where))
+    hint = "Check that the firmware on the board belongs to this build directory; reset the board and retry."
+    return _collect(port, "EDGEMEM done", timeout_s, None, where, start=False, hint=hint)
+
+
+def end_session(port: serial.SerialBase, where: str = "") -> None:
+    """Tell the device that the host is done: it leaves its request loop (QEMU exits, a board idles)."""
+    _write(port, b"Q", _where(port, where))
+
+
+def _where(port, where: str) -> str:
+    return where or getattr(port, "name", None) or getattr(port, "port", "") or "the serial port"
+
+
+def _collect(port: serial.SerialBase, until: str, timeout_s: float, idle_s: float | None, where: str, *,
+             start: bool, hint: str) -> SerialTranscript:
+    """Checked lines until one starts with ``until`` (finished) or is an error/fault line; with ``start``, the
+    start byte is sent every second until the device begins."""
+    where = _where(port, where)
     idle_s = timeout_s if idle_s is None else idle_s
     t = SerialTranscript()
     buf = b""
     received = 0
-    started = False
-    start = last_data = time.monotonic()
+    started = not start
+    begin = last_data = time.monotonic()
     last_go = -1e9
     while True:
         now = time.monotonic()
-        if now - start > timeout_s or now - last_data > idle_s:
+        if now - begin > timeout_s or now - last_data > idle_s:
             what = "never answered" if received == 0 else "stopped before the end of its report"
             raise DeviceError(
-                f"the device on {where} {what} within {timeout_s if now - start > timeout_s else idle_s:g} s "
-                f"({_summary(t, received)}). Check that the firmware is a profiling build (`edgemem build "
-                "--profile`), that it is flashed and running, and the baud rate; reset the board and retry."
+                f"the device on {where} {what} within {timeout_s if now - begin > timeout_s else idle_s:g} s "
+                f"({_summary(t, received)}). {hint}"
             )
         if not started and now - last_go >= 1.0:
             _write(port, b"g", where)
@@ -111,7 +139,7 @@ def read_report(port: serial.SerialBase, *, timeout_s: float = 60.0, idle_s: flo
                 continue
             t.lines.append(line)
             started = started or line.startswith("EDGEMEM begin")
-            if line == "EDGEMEM end":
+            if line.startswith(until):
                 t.finished = True
                 return t
             if line.startswith(("EDGEMEM fault", "EDGEMEM error")):
