@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from edgemem import pipeline
 from edgemem.board import load_board
 from edgemem.cli import app
-from edgemem.errors import EdgememError, ToolchainError
+from edgemem.errors import ToolchainError
 from edgemem.reference import seeded_inputs, tflm_outputs
 from edgemem.target.toolchain import build_firmware
 from edgemem.validate import MismatchError, summarize, validate

@@ -5,12 +5,17 @@ Every pass preserves the results bit for bit; what it changes is which tensors e
 and in which order the bindings come (the file order the schedulers start from). ``evaluate`` measures
 a module the way the build does: graph, best operator order, arena plan.
 
-TVM passes left out because they cannot act on this form (each measured a no-op on the shared models):
+TVM passes left out because they cannot act on this form (each measured: the module is structurally
+unchanged on all 21 shared models):
 RewriteDataflowReshape (reshapes are already ``relax.reshape`` views, no reshape kernels are left);
 DataflowUseInplaceCalls (it rewrites Relax operators it can legalize in place, not ``call_tir`` kernels:
 edgemem's in-place passes do that for its kernels); ConvertLayout (it rewrites ``relax.nn`` operators,
-which lowering has already turned into NHWC kernels, the layout TFLite's weights come in).
-FuseOps is one entry: its levels 1, 2 and 4 form the same groups on edgemem's kernels.
+which lowering has already turned into NHWC kernels, the layout TFLite's weights come in);
+FoldConstant (it folds only kernels whose inputs are all constants: 0 such calls on the shared models,
+the TFLite importer already folds them; run *before* lowering it would turn int8 weights into float32,
+4x their flash -- tests/test_tvm_passes.py shows both).
+FuseOps levels 1, 2 and 4 form the same groups on edgemem's kernels, so fusion has two entries by the
+kernels it may group instead: all of TVM's groups, or only element-wise/injective chains.
 """
 
 from __future__ import annotations
@@ -65,11 +70,17 @@ def _tvm_fusion(mod: tvm.IRModule) -> tvm.IRModule:
     return fuse_ops(mod)
 
 
+def _tvm_fusion_elementwise(mod: tvm.IRModule) -> tvm.IRModule:
+    from .tvm_fusion import INJECTIVE, fuse_ops
+
+    return fuse_ops(mod, max_pattern=INJECTIVE)
+
+
 TVM_PASSES = [
     GraphPass("tvm_fuse_ops", "TVM's FuseOps + FuseTIR, each fused kernel scheduled so no tensor between its parts remains",
               _tvm_fusion, "tvm"),
-    GraphPass("fold_constant", "evaluate kernels whose inputs are all constants at build time (int8 stays int8)",
-              _tvm(relax.transform.FoldConstant), "tvm"),
+    GraphPass("tvm_fuse_elementwise", "TVM's FuseOps + FuseTIR over element-wise/injective chains only (no convolution)",
+              _tvm_fusion_elementwise, "tvm"),
     GraphPass("remove_redundant_reshape", "drop reshapes of reshapes and reshapes to the same shape",
               _tvm(relax.transform.RemoveRedundantReshape), "tvm"),
     GraphPass("dead_code_elimination", "drop bindings nothing reads", _tvm(relax.transform.DeadCodeElimination), "tvm"),

@@ -447,7 +447,7 @@ def _greedy(search: _Search) -> tuple[_State, list]:
         for p in search.passes:
             mod, key, figures = search.apply(state, p.name)
             if figures is not None and objective(figures) < objective(state.figures):
-                if best is None or objective(figures) < objective(best[2]):
+                if best is None or objective(figures) < objective(best[3]):
                     best = (p.name, mod, key, figures)
         if best is None:
             return state, steps

@@ -8,6 +8,8 @@ only move bytes from the arena into kernel scratch. Each fused kernel is therefo
 the internal tensors vanish (an injective producer is inlined into its reader, else the reader into
 the producer's store), and the pass refuses (returns the module unchanged) if any fused kernel still
 needs more than ``SCRATCH_LIMIT`` bytes of scratch once lowered, or cannot be lowered to plain C.
+``max_pattern`` narrows the groups to kernels of at most that op pattern (``INJECTIVE``: element-wise
+chains such as ADD+MUL, QUANTIZE+PAD; no convolution, reduction or softmax).
 """
 
 from __future__ import annotations
@@ -95,11 +97,26 @@ def _scratch_bytes(funcs: dict[str, tirx.PrimFunc]) -> dict[str, int]:
     return {name: _SCRATCH_CACHE[keys[name]] for name in funcs}
 
 
-def fuse_ops(mod: tvm.IRModule, level: int = 2) -> tvm.IRModule:
-    """``mod`` with TVM's fusion groups merged into single kernels that need no internal tensors."""
+INJECTIVE = 2  # TVM's OpPatternKind kInjective: element-wise, broadcast and index-remapping kernels
+OPAQUE = 8  # kOpaque: FuseOps never groups such a kernel
+
+
+def _annotate(mod: tvm.IRModule, max_pattern: int) -> tvm.IRModule:
+    """TVM's own op patterns for our kernels (it infers them from the TIR), with every kernel above
+    ``max_pattern`` made opaque so that FuseOps leaves it alone."""
+    annotated = relax.transform.AnnotateTIROpPattern()(mod)
+    for gv, func in annotated.functions.items():
+        if isinstance(func, tirx.PrimFunc) and int((func.attrs or {}).get("op_pattern", OPAQUE)) > max_pattern:
+            annotated[gv] = func.with_attr("op_pattern", OPAQUE)
+    return annotated
+
+
+def fuse_ops(mod: tvm.IRModule, level: int = 2, max_pattern: int = OPAQUE) -> tvm.IRModule:
+    """``mod`` with TVM's fusion groups merged into single kernels that need no internal tensors;
+    ``max_pattern=INJECTIVE`` fuses only chains of element-wise/injective kernels (no convolution)."""
     try:
         with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
-            grouped = relax.transform.FuseOps(fuse_opt_level=level)(relax.transform.AnnotateTIROpPattern()(mod))
+            grouped = relax.transform.FuseOps(fuse_opt_level=level)(_annotate(mod, max_pattern))
             kinds = _group_kinds(grouped)
             if not kinds:
                 return mod
