@@ -47,6 +47,19 @@ static uint64_t em_outputs_hash(void)
     return h;
 }
 
+/* "EDGEMEM output <i> <hex>" for every output */
+static void em_print_outputs(void)
+{
+    uint32_t p;
+    for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
+        em_puts("EDGEMEM output ");
+        em_put_u64(p);
+        em_puts(" ");
+        em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
+        em_puts("\n");
+    }
+}
+
 #if defined(EM_INPUTS_EMBEDDED)
 /* profile_inputs.c (generated): the input bytes the host will compare against */
 extern const uint8_t *const em_embedded_input[EDGEMEM_NUM_INPUTS];
@@ -258,7 +271,6 @@ static const char *em_read_request(void)
 
 static void em_serve(void)
 {
-    uint32_t p;
     for (;;) {
         int32_t c = em_console_getc();
         const char *why;
@@ -279,13 +291,7 @@ static void em_serve(void)
         }
         edgemem_reset();
         st = edgemem_run();
-        for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
-            em_puts("EDGEMEM output ");
-            em_put_u64(p);
-            em_puts(" ");
-            em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
-            em_puts("\n");
-        }
+        em_print_outputs();
         em_puts("EDGEMEM done status=");
         em_put_i32(st);
         em_puts("\n");
@@ -363,13 +369,7 @@ int main(void)
         }
     }
 
-    for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
-        em_puts("EDGEMEM output ");
-        em_put_u64(p);
-        em_puts(" ");
-        em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
-        em_puts("\n");
-    }
+    em_print_outputs();
 #if defined(EDGEMEM_PROFILE)
     em_print_steps();
 #endif

@@ -12,16 +12,15 @@ Nothing here ran on hardware.
 from __future__ import annotations
 
 import shutil
-import socket
 import struct
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from edgemem import pipeline
 from edgemem.board import _parse_device, list_boards, load_board
+from edgemem.target.qemu import QemuSerial
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
@@ -68,29 +67,16 @@ def _lowest_hex_address(path: Path) -> int:
     return lowest
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @needs_gcc
 @pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="qemu-system-arm not installed")
 def test_netduinoplus2_board_image_profiled_over_its_usart(tmp_path):
     from edgemem import profiling
 
     pipeline.build(EXAMPLE, "netduinoplus2", tmp_path / "p", pipeline.BuildOptions(opt_seconds=0))
-    port = _free_port()
-    qemu = subprocess.Popen(["qemu-system-arm", "-M", "netduinoplus2", "-nographic", "-monitor", "none", "-icount", "shift=0",
-                             "-kernel", str(tmp_path / "p" / "board" / "firmware.elf"),
-                             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
-    try:
-        time.sleep(0.5)
-        res = profiling.profile(tmp_path / "p", port=f"socket://127.0.0.1:{port}", timeout_s=60)
-    finally:
-        qemu.kill()
-        qemu.wait()
+    board = load_board("netduinoplus2")
+    with QemuSerial(tmp_path / "p" / "board" / "firmware.elf", board, 60, semihosting=False) as q:
+        q.connect().close()  # the guest starts once something connected; profile reconnects
+        res = profiling.profile(tmp_path / "p", port=q.url, timeout_s=60)
     assert res["arena_matches_plan"] and all(r["pools_match"] for r in res["steps"])
     assert res["bit_exact"] is True
     assert res["tick_unit"] == "cycles" and "DWT" in res.get("tick_note", "")  # QEMU has no cycle counter

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tvm
-from tvm import relax
 
 from edgemem import pipeline
 from edgemem.frontend.tflite_import import import_tflite
@@ -37,18 +36,13 @@ from edgemem.reference import seeded_inputs, tflm_outputs  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from small_models import _Q, _concat_options, concat_model, widening_model  # noqa: E402  (puts examples/ on the path)
+from relax_vm import run as run_vm  # noqa: E402
 import make_example_model as mm  # noqa: E402
 
 def _lowered(model: bytes, tmp_path: Path, name: str):
     path = tmp_path / f"{name}.tflite"
     path.write_bytes(model)
     return path, lower_to_kernels(import_tflite(path).relax_mod)
-
-
-def _run(mod, inputs):
-    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
-    return [o.numpy() for o in ([out] if isinstance(out, tvm.runtime.Tensor) else list(out))]
 
 
 def _best_peak(mod) -> int:
@@ -121,8 +115,8 @@ def test_concat_inplace_saves_the_copy_and_keeps_outputs(axis, tmp_path):
     for seed in (0, 1):
         inputs = seeded_inputs(path, seed)
         ref = tflm_outputs(path.read_bytes(), inputs)
-        np.testing.assert_array_equal(_run(passed, inputs)[0], ref[0])
-        np.testing.assert_array_equal(_run(plain, inputs)[0], ref[0])
+        np.testing.assert_array_equal(run_vm(passed, inputs)[0], ref[0])
+        np.testing.assert_array_equal(run_vm(plain, inputs)[0], ref[0])
 
 
 def test_concat_inplace_leaves_a_concat_of_model_inputs_alone(tmp_path):
@@ -193,8 +187,8 @@ def test_fold_dequantize_saves_the_int8_copy_and_keeps_the_floats(tmp_path):
     for seed in (0, 1, 2):
         inputs = seeded_inputs(path, seed)
         ref = tflm_outputs(path.read_bytes(), inputs)[0]
-        got = _run(passed, inputs)[0]
-        np.testing.assert_array_equal(got.view(np.uint32), _run(plain, inputs)[0].view(np.uint32))
+        got = run_vm(passed, inputs)[0]
+        np.testing.assert_array_equal(got.view(np.uint32), run_vm(plain, inputs)[0].view(np.uint32))
         np.testing.assert_array_equal(got, ref)
 
 

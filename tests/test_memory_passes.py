@@ -11,8 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tvm
-from tvm import relax
 
 from edgemem.frontend.tflite_import import import_tflite
 from edgemem.ir.graph import read_graph
@@ -21,6 +19,7 @@ from edgemem.passes.inplace import inplace_depthwise, inplace_elementwise
 from edgemem.passes.lower import lower_to_kernels
 from edgemem.reference import seeded_inputs, tflm_outputs
 from edgemem.schedule.liveness import peak_bytes
+from relax_vm import run as run_vm  # tests/relax_vm.py (pytest puts tests/ on the path)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT.parent / "shared" / "models"
@@ -32,12 +31,6 @@ def _path(name: str) -> Path:
     if not path.is_file():
         pytest.skip(f"{path} is not here (the shared models live next to the repository)")
     return path
-
-
-def _run(mod, inputs):
-    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
-    out = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
-    return [o.numpy() for o in ([out] if isinstance(out, tvm.runtime.Tensor) else list(out))]
 
 
 def _file_order_peak(mod) -> int:
@@ -72,7 +65,7 @@ def test_pass_changes_bytes_not_outputs(name, passes, before, after):
         assert inplace_elementwise not in passes or set(aliased) & {"QUANTIZE", "ADD", "MUL"}
     for seed in (0, 1):
         x = seeded_inputs(path, seed)
-        got, base = _run(mod, x), _run(plain, x)
+        got, base = run_vm(mod, x), run_vm(plain, x)
         for g, b, t in zip(got, base, tflm_outputs(path, x)):
             np.testing.assert_array_equal(g, b)
             np.testing.assert_array_equal(g, t)

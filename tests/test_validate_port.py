@@ -9,7 +9,6 @@ models that board), and fake devices for the failures.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,17 +90,9 @@ def _reply(link) -> str:
 @needs_tools
 def test_netduinoplus2_board_image_validates_over_its_usart(tmp_path):
     pipeline.build(EXAMPLE, "netduinoplus2", tmp_path / "p", pipeline.BuildOptions(opt_seconds=0))
-    port = QemuSerial(tmp_path / "p" / "board" / "firmware.elf", load_board("netduinoplus2"), 60).port
-    qemu = subprocess.Popen(["qemu-system-arm", "-M", "netduinoplus2", "-nographic", "-monitor", "none", "-icount", "shift=0",
-                             "-kernel", str(tmp_path / "p" / "board" / "firmware.elf"),
-                             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
-    try:
-        time.sleep(0.5)
-        report = validate(tmp_path / "p", 3, port=f"socket://127.0.0.1:{port}", timeout_s=60)
-    finally:
-        qemu.kill()
-        qemu.wait()
+    with QemuSerial(tmp_path / "p" / "board" / "firmware.elf", load_board("netduinoplus2"), 60, semihosting=False) as q:
+        q.connect().close()
+        report = validate(tmp_path / "p", 3, port=q.url, timeout_s=60)
     assert report["bit_exact_count"] == 3 and report["all_match"]
 
 

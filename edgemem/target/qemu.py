@@ -72,8 +72,9 @@ class DeviceReport:
         return self._stat("run_status")
 
 
-def qemu_args(board: Board) -> list[str]:
-    """qemu-system-arm options for `board` (without -kernel)."""
+def qemu_args(board: Board, semihosting: bool = True) -> list[str]:
+    """qemu-system-arm options for `board` (without -kernel); ``semihosting=False`` for a board image, which
+    has none (it runs under QEMU only where QEMU's machine is that very board, netduinoplus2)."""
     q = board.qemu
     return [
         "-M", q.machine,
@@ -81,8 +82,7 @@ def qemu_args(board: Board) -> list[str]:
         "-nographic",
         "-monitor", "none",
         "-icount", f"shift={q.icount_shift},align=off,sleep=off",
-        "-semihosting-config", "enable=on,target=native",
-    ]  # fmt: skip
+    ] + (["-semihosting-config", "enable=on,target=native"] if semihosting else [])  # fmt: skip
 
 
 def qemu_command(board: Board, elf_path: str | Path) -> list[str]:
@@ -238,7 +238,7 @@ class QemuSerial:
     QEMU waits for the connection before the guest starts (server=on,wait=on), so the host never misses the
     first line. `url` is what pyserial opens (socket://127.0.0.1:PORT); use as a context manager."""
 
-    def __init__(self, elf_path: str | Path, board: Board, timeout_s: float = 120.0):
+    def __init__(self, elf_path: str | Path, board: Board, timeout_s: float = 120.0, semihosting: bool = True):
         qemu = shutil.which(QEMU)
         if qemu is None:
             raise ToolchainError(f"{QEMU} not found on PATH: install QEMU with `{APT_HINT}`")
@@ -249,7 +249,7 @@ class QemuSerial:
         self.timeout_s = timeout_s
         self.port = _free_tcp_port()
         self.url = f"socket://127.0.0.1:{self.port}"
-        self.cmd = [qemu, *qemu_args(board), "-serial", f"tcp:127.0.0.1:{self.port},server=on,wait=on",
+        self.cmd = [qemu, *qemu_args(board, semihosting), "-serial", f"tcp:127.0.0.1:{self.port},server=on,wait=on",
                     "-kernel", str(self.elf)]  # fmt: skip
         self.proc: subprocess.Popen | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
