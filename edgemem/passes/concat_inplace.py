@@ -73,8 +73,9 @@ def _plan(b: Bindings, var):
 def _slice_kernel(bb, prim, like, full_shape, axis, start, tag):
     """``prim`` writing into its slice; named after ``like`` (the kernel it replaces) and keeping its
     kind and MACs, without the build spec (a pass rebuilding it from the spec would undo the slice)."""
-    new = into_slice(prim, full_shape, axis, start).without_attr("edgemem.spec") if "edgemem.spec" in (prim.attrs or {}) \
-        else into_slice(prim, full_shape, axis, start)  # fmt: skip
+    new = into_slice(prim, full_shape, axis, start)
+    if "edgemem.spec" in (new.attrs or {}):
+        new = new.without_attr("edgemem.spec")
     name = f"{like.attrs['global_symbol']}_{tag}"
     for key in ("edgemem.op", "edgemem.macs"):
         new = new.with_attr(key, like.attrs[key])
