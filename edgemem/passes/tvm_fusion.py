@@ -6,8 +6,10 @@ ADD after it, QUANTIZE with the PAD after it. FuseTIR merges a group into one Pr
 tensor between its kernels becomes an internal buffer as large as that tensor: left so, fusion would
 only move bytes from the arena into kernel scratch. Each fused kernel is therefore scheduled so that
 the internal tensors vanish (an injective producer is inlined into its reader, else the reader into
-the producer's store), and the pass refuses (returns the module unchanged) if any fused kernel still
-needs more than ``SCRATCH_LIMIT`` bytes of scratch once lowered, or cannot be lowered to plain C.
+the producer's store). A group whose kernel still needs more than ``SCRATCH_LIMIT`` bytes of scratch
+once lowered (a convolution whose output a PAD reads shifted: neither inline applies) is not fused (its
+anchor is held back and the rest may fuse without it); if a fused kernel does not go through the C
+path's allocating passes the pass refuses altogether (returns the module unchanged).
 ``max_pattern`` narrows the groups to kernels of at most that op pattern (``INJECTIVE``: element-wise
 chains such as ADD+MUL, QUANTIZE+PAD; no convolution, reduction or softmax).
 """
@@ -79,18 +81,33 @@ def _blocks(sch) -> list:
     return [sch.get_sblock(n) for n in dict.fromkeys(names) if n != "root"]
 
 
-_SCRATCH_CACHE: dict[int, int] = {}  # structural hash of a fused kernel -> its scratch bytes (lowering is slow)
+_SCRATCH_CACHE: dict[int, int] = {}  # structural hash of a fused kernel -> its scratch bytes
+
+
+def _allocating_passes() -> list:
+    """The part of the C path's TIR lowering (codegen/kernels_c.py) that decides the allocations: up to
+    FlattenBuffer, then StorageRewrite. The passes left out only simplify (HoistIfThenElse and RemoveNoOp
+    are most of the time on fused kernels with inlined PAD bounds); measured on every fused kernel of the
+    shared models (66 scheduled, 66 as FuseTIR leaves them): the same allocations, 1/10 of the time."""
+    from ..codegen.kernels_c import _lowering_passes
+
+    passes = _lowering_passes()
+    names = [p.info.name for p in passes]
+    cut = names.index("tirx.FlattenBuffer") + 1
+    return passes[:cut] + [p for p in passes[cut:] if p.info.name == "tirx.StorageRewrite"]
 
 
 def _scratch_bytes(funcs: dict[str, tirx.PrimFunc]) -> dict[str, int]:
-    """Bytes of scratch each kernel allocates once lowered to plain C (about 0.2 s a kernel, so cached:
-    the orchestrator meets the same fused kernels in many states)."""
-    from ..codegen.kernels_c import _alloc_bytes, lower_to_plain_tir
+    """Bytes of scratch each kernel allocates once lowered for plain C (cached: the orchestrator meets
+    the same fused kernels in many states). Raises if a kernel does not lower."""
+    from ..codegen.kernels_c import _alloc_bytes, _prepare_module, _target
 
     keys = {name: tvm_ffi.structural_hash(f) for name, f in funcs.items()}
     todo = {name: f for name, f in funcs.items() if keys[name] not in _SCRATCH_CACHE}
     if todo:
-        lowered = lower_to_plain_tir(todo)
+        mod = tirx.transform.BindTarget(_target())(_prepare_module(todo))
+        with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_vectorize": True}):
+            lowered = tvm.transform.Sequential(_allocating_passes())(mod)
         for gv, f in lowered.functions.items():
             if isinstance(f, tirx.PrimFunc) and gv.name_hint in todo:
                 _SCRATCH_CACHE[keys[gv.name_hint]] = sum(n for _, n in _alloc_bytes(f, gv.name_hint))
@@ -101,32 +118,75 @@ INJECTIVE = 2  # TVM's OpPatternKind kInjective: element-wise, broadcast and ind
 OPAQUE = 8  # kOpaque: FuseOps never groups such a kernel
 
 
-def _annotate(mod: tvm.IRModule, max_pattern: int) -> tvm.IRModule:
+def _annotate(mod: tvm.IRModule, max_pattern: int, held_back: set[str]) -> tvm.IRModule:
     """TVM's own op patterns for our kernels (it infers them from the TIR), with every kernel above
-    ``max_pattern`` made opaque so that FuseOps leaves it alone."""
+    ``max_pattern`` or in ``held_back`` made opaque so that FuseOps leaves it alone."""
     annotated = relax.transform.AnnotateTIROpPattern()(mod)
     for gv, func in annotated.functions.items():
-        if isinstance(func, tirx.PrimFunc) and int((func.attrs or {}).get("op_pattern", OPAQUE)) > max_pattern:
+        if isinstance(func, tirx.PrimFunc) and (_pattern(func) > max_pattern or gv.name_hint in held_back):
             annotated[gv] = func.with_attr("op_pattern", OPAQUE)
     return annotated
 
 
+def _pattern(func: tirx.PrimFunc) -> int:
+    return int((func.attrs or {}).get("op_pattern", OPAQUE))
+
+
+def _group_members(grouped: tvm.IRModule) -> dict[str, list[str]]:
+    """Fused Relax function name -> names of the kernels it calls, read after FuseOps."""
+    members = {}
+    for gv, func in grouped.functions.items():
+        if isinstance(func, relax.Function) and gv.name_hint != "main":
+            names = []
+            relax.analysis.post_order_visit(func, lambda e, names=names: names.append(e.args[0].name_hint) if (
+                isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.call_tir") else None)  # fmt: skip
+            members[gv.name_hint] = names
+    return members
+
+
+def _fuse_once(mod: tvm.IRModule, level: int, max_pattern: int, held_back: set[str]):
+    """One round of FuseOps + FuseTIR: the fused module, each group's kinds, its scheduled kernel, its
+    scratch bytes and its members (with their patterns), or None when nothing groups."""
+    with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
+        annotated = _annotate(mod, max_pattern, held_back)
+        grouped = relax.transform.FuseOps(fuse_opt_level=level)(annotated)
+        kinds = _group_kinds(grouped)
+        if not kinds:
+            return None
+        fused = relax.transform.DeadCodeElimination()(relax.transform.FuseTIR()(grouped))
+    kernels = {gv: _inline_internals(f) for gv, f in fused.functions.items() if gv.name_hint in kinds}
+    scratch = _scratch_bytes({gv.name_hint: f for gv, f in kernels.items()})
+    patterns = {gv.name_hint: _pattern(f) for gv, f in annotated.functions.items() if isinstance(f, tirx.PrimFunc)}
+    members = {g: [(k, patterns[k]) for k in names] for g, names in _group_members(grouped).items()}
+    return fused, kinds, kernels, scratch, members
+
+
+def _to_hold_back(members: list[tuple[str, int]]) -> set[str]:
+    """The kernels of a group that kept scratch which the next round leaves unfused: its anchor (the
+    convolution, pooling, ...; the others may still fuse among themselves), or all of an injective group."""
+    top = max(p for _, p in members)
+    return {k for k, p in members if p == top} if top > INJECTIVE else {k for k, _ in members}
+
+
 def fuse_ops(mod: tvm.IRModule, level: int = 2, max_pattern: int = OPAQUE) -> tvm.IRModule:
     """``mod`` with TVM's fusion groups merged into single kernels that need no internal tensors;
-    ``max_pattern=INJECTIVE`` fuses only chains of element-wise/injective kernels (no convolution)."""
-    try:
-        with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
-            grouped = relax.transform.FuseOps(fuse_opt_level=level)(_annotate(mod, max_pattern))
-            kinds = _group_kinds(grouped)
-            if not kinds:
-                return mod
-            fused = relax.transform.DeadCodeElimination()(relax.transform.FuseTIR()(grouped))
-        kernels = {gv: _inline_internals(f) for gv, f in fused.functions.items() if gv.name_hint in kinds}
-        scratch = _scratch_bytes({gv.name_hint: f for gv, f in kernels.items()})
-    except Exception:  # noqa: BLE001 - a fused kernel the C path cannot take: no fusion at all
-        return mod
-    if any(n > SCRATCH_LIMIT for n in scratch.values()):
-        return mod
+    ``max_pattern=INJECTIVE`` fuses only chains of element-wise/injective kernels (no convolution).
+    A group that would keep more than ``SCRATCH_LIMIT`` bytes is taken apart and fusion runs again
+    without its anchor, until every group passes (each round holds back at least one more kernel)."""
+    held_back: set[str] = set()
+    while True:
+        try:
+            attempt = _fuse_once(mod, level, max_pattern, held_back)
+        except Exception:  # noqa: BLE001 - a fused kernel the C path cannot take: no fusion at all
+            return mod
+        if attempt is None:
+            return mod
+        fused, kinds, kernels, scratch, members = attempt
+        too_big = [g for g, n in scratch.items() if n > SCRATCH_LIMIT]
+        if not too_big:
+            break
+        for g in too_big:
+            held_back |= _to_hold_back(members[g])
     for gv, func in kernels.items():
         group, macs = kinds[gv.name_hint]
         fused[gv] = _with(func, {"global_symbol": gv.name_hint, "edgemem.op": "+".join(group), "edgemem.macs": macs})
