@@ -330,11 +330,12 @@ def boards() -> None:
     from .board import list_boards, load_board
 
     t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", "RAM regions")
-    t.columns[0].no_wrap = True
+    for column in (0, 4):
+        t.columns[column].no_wrap = True
     for name in list_boards():
         b = load_board(name)
         regions = ", ".join(f"{r.name} {r.size // 1024}K{' fast' if r.speed == 'fast' else ''}" for r in b.ram)
-        image = f"{b.device.uart} 0x{b.device.uart_base:08X}, {b.device.ticks}" if b.device else "-"
+        image = f"{b.device.uart}, {b.device.ticks}" if b.device else "-"
         t.add_row(name, b.core.cpu + ("F" if b.core.has_fpu else ""), f"{b.ram_bytes // 1024} KiB",
                   f"{b.flash_bytes // 1024} KiB", b.qemu.machine if b.qemu else "none yet", image, regions)  # fmt: skip
     out.print(t)
