@@ -213,13 +213,7 @@ class Board:
         """Linker RAM regions for the QEMU image: modelled board regions, contiguous ones merged (unless
         `merge` is False: then each board region is its own linker region, so each arena pool is pinned
         to the addresses of the region it was planned for)."""
-        modelled = sorted((r for r in self.ram if r.qemu), key=lambda r: r.base)
-        groups: list[list[MemoryRegion]] = []
-        for r in modelled:
-            if merge and groups and groups[-1][-1].end == r.base:
-                groups[-1].append(r)
-            else:
-                groups.append([r])
+        groups = _contiguous([r for r in self.ram if r.qemu], merge)
         default = self.default_ram
         if not default.qemu:
             raise EdgememError(f"board {self.name}: the default RAM region {default.name} is not modelled by QEMU")
@@ -239,20 +233,14 @@ class Board:
     def device_link_regions(self) -> list[LinkRegion]:
         """Linker RAM regions of the real board's image: its RAM regions at their own addresses (those usable
         after reset), contiguous ones merged."""
-        usable = sorted((r for r in self.ram if r.device), key=lambda r: r.base)
-        groups: list[list[MemoryRegion]] = []
-        for r in usable:
-            if groups and groups[-1][-1].end == r.base:
-                groups[-1].append(r)
-            else:
-                groups.append([r])
+        groups = _contiguous([r for r in self.ram if r.device], merge=True)
         default = self.default_ram
         return [LinkRegion("RAM_" + _ident(g[0].name).upper(), g[0].base, sum(r.size for r in g), tuple(g), default in g)
                 for g in groups]  # fmt: skip
 
     def device_defines(self) -> dict[str, str]:
         """-D macros of the real board's image: its UART and tick source, no semihosting, no MPU guard (the
-        guard's map is the QEMU stand-in's), per-step reports over the UART with the inputs in flash."""
+        guard's map is the QEMU stand-in's). The toolchain adds the profiling set (reports over the UART)."""
         dev = self.device
         if dev is None:
             raise ToolchainError(f"board {self.name} has no [device] section: edgemem makes no image for the real board.")
@@ -267,9 +255,6 @@ class Board:
             "EM_UART_BASE": f"0x{dev.uart_base:08X}u",
             "EM_NUM_IRQS": "96",
             "EM_MPU_NREGIONS": "0",
-            "EDGEMEM_PROFILE": "1",
-            "EM_CONSOLE_UART": "1",
-            "EM_INPUTS_EMBEDDED": "1",
         }
         if dev.uart_brr is not None:
             d["EM_UART_BRR"] = f"0x{dev.uart_brr:X}u"
@@ -534,6 +519,17 @@ def _parse_serial_baud(d: dict | None) -> int | None:
     if baud == 0:
         raise ValueError("[serial] baud must be > 0")
     return baud
+
+
+def _contiguous(regions: list[MemoryRegion], merge: bool) -> list[list[MemoryRegion]]:
+    """Regions by address, adjacent ones grouped (one linker region each group) when ``merge``."""
+    groups: list[list[MemoryRegion]] = []
+    for r in sorted(regions, key=lambda r: r.base):
+        if merge and groups and groups[-1][-1].end == r.base:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    return groups
 
 
 # ---- MPU helpers ---------------------------------------------------------------------------------

@@ -306,13 +306,14 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
                                  seconds=time.perf_counter() - t0)  # fmt: skip
         result.info["pass_baselines"] = passes_report.pop("baselines", {})
         result.info["passes"] = passes_report
+        steps = predicted_steps(graph, schedule, buffers, plan, options.profile_seed) \
+            if options.profile or device_sizes is not None else None  # fmt: skip
         if options.profile:
-            result.info["profile"] = predicted_steps(graph, schedule, buffers, plan, options.profile_seed)
+            result.info["profile"] = steps
         if device_sizes is not None:  # the board image always profiles (it has no other way to report)
             result.info["board_image"] = {"dir": DEVICE_DIR, "elf": f"{DEVICE_DIR}/firmware.elf", "bin": f"{DEVICE_DIR}/firmware.bin",
                                           "flash_bytes": device_sizes.flash_bytes, "ram_bytes": device_sizes.ram_bytes,
-                                          "ticks": board.device.ticks, "cpu_hz": board.device.cpu_hz,
-                                          "profile": predicted_steps(graph, schedule, buffers, plan, options.profile_seed)}  # fmt: skip
+                                          "ticks": board.device.ticks, "cpu_hz": board.device.cpu_hz, "profile": steps}  # fmt: skip
         (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")
 
     _write_atomically(Path(out_dir), options.overwrite, fill)
@@ -446,10 +447,7 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
         inputs = seeded_inputs(info["model"], seed)
     inputs = [_checked_input(np.asarray(x), spec, i) for i, (x, spec) in enumerate(zip(inputs, info["inputs"]))]
     report = run_firmware(Path(out_dir) / "firmware.elf", board, [x.tobytes() for x in inputs], timeout_s)
-    outputs = [
-        np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"])
-        for raw, spec in zip(report.outputs, info["outputs"])
-    ]
+    outputs = device_arrays(report.outputs, info["outputs"])
     result = {
         "model": info["model"], "board": info["board"], "arena_bytes": info["arena_bytes"],
         "arena_pools": info["arena_pools"], "lower_bound_bytes": info["lower_bound_bytes"],
@@ -475,6 +473,13 @@ def _checked_input(x, spec: dict, index: int):
             "Quantize and reshape it to the model's input first."
         )
     return x
+
+
+def device_arrays(raw_outputs: list[bytes], specs: list[dict]) -> list:
+    """The device's output bytes as arrays of the build's output dtypes and shapes."""
+    import numpy as np
+
+    return [np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"]) for raw, spec in zip(raw_outputs, specs)]
 
 
 def _compare(outputs: list, reference: list | None, specs: list[dict]) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .board import Board, load_board
 from .errors import DeviceError, EdgememError
-from .pipeline import _compare, _reference_outputs, load_build_info
+from .pipeline import _compare, _reference_outputs, device_arrays, load_build_info
 from .target.qemu import QemuSerial, parse_device_output
 from .target.serial_link import DEFAULT_BAUD, SerialTranscript, end_session, open_port, read_report
 
@@ -72,8 +72,6 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
     """Profile the build in out_dir on the device at `port` (pyserial URL or device), or under QEMU without one.
 
     Returns the report (also written as JSON to `save`, by default out_dir/profile.json)."""
-    import numpy as np
-
     out_dir = Path(out_dir)
     info = load_build_info(out_dir)
     predicted = info.get("profile")
@@ -95,8 +93,7 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
         raise DeviceError(f"the profiling run on {source} failed: {problems}\ndevice output:\n{transcript.text[-3000:]}")
     cycles = bool(report.stats.get("tick_cycles"))  # a board image: ticks are core cycles (DWT)
     rows = _step_rows(predicted, report.steps, board, on_qemu=port is None and not cycles)
-    outputs = [np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"])
-               for raw, spec in zip(report.outputs, info["outputs"])]  # fmt: skip
+    outputs = device_arrays(report.outputs, info["outputs"])
     from .reference import seeded_inputs
 
     inputs = seeded_inputs(info["model"], predicted["seed"])

@@ -137,7 +137,7 @@ class SerialDevice:
     def __call__(self, project: Path, inputs: list) -> dict:
         import numpy as np
 
-        from .pipeline import _compare, _reference_outputs
+        from .pipeline import _compare, _reference_outputs, device_arrays
         from .target.qemu import parse_device_output
         from .target.serial_link import run_request
 
@@ -146,8 +146,7 @@ class SerialDevice:
         report = parse_device_output(reply.text, 0, self.info["board"])
         if not reply.finished or report.errors or len(report.outputs) != len(self.info["outputs"]):
             raise DeviceError(f"the device on {self.where} did not answer the request with its outputs:\n{reply.text[-2000:]}")
-        outputs = [np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"])
-                   for raw, spec in zip(report.outputs, self.info["outputs"])]  # fmt: skip
+        outputs = device_arrays(report.outputs, self.info["outputs"])
         return _compare(outputs, _reference_outputs(self.info["model"], inputs), self.info["outputs"])
 
     def close(self) -> None:

@@ -359,6 +359,28 @@ void em_stat_i32(const char *key, int32_t value)
 
 #define NVIC_ISER0 0xE000E100u
 
+#if defined(EM_TIMER_NRF51) || defined(EM_TIMER_DWT)
+/* A free-running 32-bit up counter read as 64 bits: a value below the previous read has wrapped once. Holds
+ * while the counter is read at least once per wrap (the profiling main reads it after every step). */
+static uint32_t em_wrap_last;
+static uint32_t em_wrap_count;
+
+static void em_wrap_reset(void)
+{
+    em_wrap_last = 0u;
+    em_wrap_count = 0u;
+}
+
+static uint64_t em_extend32(uint32_t v)
+{
+    if (v < em_wrap_last) {
+        em_wrap_count++;
+    }
+    em_wrap_last = v;
+    return ((uint64_t)em_wrap_count << 32) | v;
+}
+#endif
+
 #if defined(EM_TIMER_CMSDK)
 /* CMSDK APB timer: 32-bit down counter; every wrap (RELOAD=0xFFFFFFFF -> period 2^32) raises its IRQ,
  * which extends the count to 64 bits. At 25 MHz a wrap happens every ~172 s of virtual time, so the
@@ -482,8 +504,6 @@ uint64_t em_timer_ticks(void)
 #define NRF_TIMER_CC0 0x540u
 
 static uint32_t em_nrf_origin;
-static uint32_t em_nrf_last;
-static uint32_t em_nrf_wraps;
 
 static uint32_t em_nrf_capture(void)
 {
@@ -504,31 +524,21 @@ void em_timer_start(void)
     EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_CLEAR) = 1u;
     EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_START) = 1u;
     em_nrf_origin = em_nrf_capture();
-    em_nrf_last = 0u;
-    em_nrf_wraps = 0u;
+    em_wrap_reset();
 }
 
 uint64_t em_timer_ticks(void)
 {
-    uint32_t v = em_nrf_capture() - em_nrf_origin;
-    if (v < em_nrf_last) {
-        em_nrf_wraps++;
-    }
-    em_nrf_last = v;
-    return ((uint64_t)em_nrf_wraps << 32) | v;
+    return em_extend32(em_nrf_capture() - em_nrf_origin);
 }
 
 #elif defined(EM_TIMER_DWT)
 /* The core's cycle counter (DWT CYCCNT) of a Cortex-M3/M4/M7 board: ticks are core clock cycles. It wraps
- * every 2^32 cycles (20 s at 216 MHz); reads extend it to 64 bits, which holds while it is read at least once
- * per wrap (the profiling main reads it after every step). */
+ * every 2^32 cycles (20 s at 216 MHz); em_extend32 counts the wraps. */
 #define DEMCR 0xE000EDFCu
 #define DWT_CTRL 0xE0001000u
 #define DWT_CYCCNT 0xE0001004u
 #define DWT_LAR 0xE0001FB0u
-
-static uint32_t em_dwt_last;
-static uint64_t em_dwt_high;
 
 void em_timer_irq_handler(void)
 {
@@ -540,18 +550,12 @@ void em_timer_start(void)
     EM_REG(DWT_LAR) = 0xC5ACCE55u; /* software unlock (Cortex-M7; no effect where there is no lock) */
     EM_REG(DWT_CYCCNT) = 0u;
     EM_REG(DWT_CTRL) |= 1u; /* CYCCNTENA */
-    em_dwt_last = 0u;
-    em_dwt_high = 0u;
+    em_wrap_reset();
 }
 
 uint64_t em_timer_ticks(void)
 {
-    uint32_t now = EM_REG(DWT_CYCCNT);
-    if (now < em_dwt_last) {
-        em_dwt_high += (uint64_t)1 << 32;
-    }
-    em_dwt_last = now;
-    return em_dwt_high + now;
+    return em_extend32(EM_REG(DWT_CYCCNT));
 }
 
 #else

@@ -75,6 +75,9 @@ def _linker_context(board: Board, stack_size: int, split_regions: bool, device: 
     }
 
 
+PROFILE_DEFINES = {"EDGEMEM_PROFILE": "1", "EM_CONSOLE_UART": "1", "EM_INPUTS_EMBEDDED": "1"}  # per-step reports over the UART, inputs in flash
+
+
 def profile_defines(board: Board) -> dict[str, str]:
     """Extra -D macros of a profiling build: per-step reports over the board's UART, inputs in flash."""
     if board.qemu.uart is None:
@@ -82,7 +85,7 @@ def profile_defines(board: Board) -> dict[str, str]:
             f"board {board.name} has no [qemu.uart] in its board file, so a profiling build has no serial port to "
             "report over; add the UART of its serial port 0 (kind and base address) to the board file."
         )
-    return {"EDGEMEM_PROFILE": "1", "EM_CONSOLE_UART": "1", "EM_INPUTS_EMBEDDED": "1"}
+    return dict(PROFILE_DEFINES)
 
 
 def render_firmware_files(
@@ -113,11 +116,7 @@ def render_firmware_files(
     )
     (project / "Makefile").write_text(makefile)
     written.append(project / "Makefile")
-    for src in sorted(FIRMWARE_DIR.iterdir()):
-        if src.suffix in (".c", ".h"):
-            shutil.copyfile(src, project / src.name)
-            written.append(project / src.name)
-    return written
+    return written + _copy_runtime(project)
 
 
 DEVICE_DIR = "board"  # the real board's image is built in this subdirectory of the project
@@ -133,14 +132,23 @@ def render_device_files(board: Board, project_dir: str | Path, sources: dict[str
     stack = board.stack_size if stack_size is None else int(stack_size)
     (device_dir / "linker.ld").write_text(env.get_template("linker.ld.j2").render(**_linker_context(board, stack, False, device=True)))
     (device_dir / "Makefile").write_text(env.get_template("Makefile.j2").render(
-        board=board, cpu_flags=board.core.gcc_flags, defines=board.device_defines(), qemu_args=[], device=True))
+        board=board, cpu_flags=board.core.gcc_flags, defines={**board.device_defines(), **PROFILE_DEFINES}, qemu_args=[],
+        device=True))  # fmt: skip
     (device_dir / "board_init.c").write_text(env.get_template("board_init.c.j2").render(board=board))
     for name, text in sources.items():
         (device_dir / name).write_text(text)
+    _copy_runtime(device_dir)
+    return device_dir
+
+
+def _copy_runtime(directory: Path) -> list[Path]:
+    """The hand-written runtime (firmware/*.c, *.h) copied into a firmware project."""
+    written = []
     for src in sorted(FIRMWARE_DIR.iterdir()):
         if src.suffix in (".c", ".h"):
-            shutil.copyfile(src, device_dir / src.name)
-    return device_dir
+            shutil.copyfile(src, directory / src.name)
+            written.append(directory / src.name)
+    return written
 
 
 def _require(tool: str) -> str:
