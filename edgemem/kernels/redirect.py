@@ -49,7 +49,9 @@ def _redirect(prim: tirx.PrimFunc, new_out, store, region) -> tirx.PrimFunc:
         return region(r) if r.source.same_as(out) else r
 
     body = tvm_ffi.structural_map(prim.body, [(tirx.BufferStore, on_store), (tvm.ir.TensorRegion, on_region)])
-    return tirx.PrimFunc([*prim.params[:-1], new_out], body, attrs=prim.attrs)
+    new = tirx.PrimFunc([*prim.params[:-1], new_out], body, attrs=prim.attrs)
+    # the build spec describes the kernel before the redirect: a pass rebuilding from it would undo it
+    return new.without_attr("edgemem.spec") if "edgemem.spec" in (new.attrs or {}) else new
 
 
 def into_slice(prim: tirx.PrimFunc, full_shape, axis: int, start: int) -> tirx.PrimFunc:

@@ -19,7 +19,7 @@ import tvm
 from tvm import relax, te
 
 from ..kernels.redirect import into_slice, only_stores_output
-from .rewrite import Bindings, rebuild
+from .rewrite import Bindings, add_kernel, rebuild
 
 _REFUSE = ("edgemem.inplace", "edgemem.workspace", "edgemem.state")  # kernels whose output has other rules
 
@@ -71,15 +71,8 @@ def _plan(b: Bindings, var):
 
 
 def _slice_kernel(bb, prim, like, full_shape, axis, start, tag):
-    """``prim`` writing into its slice; named after ``like`` (the kernel it replaces) and keeping its
-    kind and MACs, without the build spec (a pass rebuilding it from the spec would undo the slice)."""
-    new = into_slice(prim, full_shape, axis, start)
-    if "edgemem.spec" in (new.attrs or {}):
-        new = new.without_attr("edgemem.spec")
-    name = f"{like.attrs['global_symbol']}_{tag}"
-    for key in ("edgemem.op", "edgemem.macs"):
-        new = new.with_attr(key, like.attrs[key])
-    return bb.add_func(new.with_attr("global_symbol", name), name)
+    """``prim`` writing into its slice, added as a kernel named after ``like`` (the kernel it replaces)."""
+    return add_kernel(bb, into_slice(prim, full_shape, axis, start), like, tag)
 
 
 def _write_call(gv, args: list, prev, out_ty):

@@ -17,7 +17,7 @@ import tvm
 from tvm import relax
 
 from ..kernels.redirect import dequantized, only_stores_output
-from .rewrite import Bindings, rebuild
+from .rewrite import Bindings, add_kernel, rebuild
 
 _REFUSE = ("edgemem.inplace", "edgemem.workspace", "edgemem.state")
 
@@ -43,11 +43,7 @@ def _folded_call(b: Bindings, var, producer, scale: float, zero_point: int):
     out_ty = b.defs[var].ty_args[0]
 
     def replacement(bb, env):
-        new = dequantized(prim, scale, zero_point)
-        if "edgemem.spec" in (new.attrs or {}):  # rebuilding from the spec would drop the float store
-            new = new.without_attr("edgemem.spec")
-        name = f"{prim.attrs['global_symbol']}_dq"
-        gv = bb.add_func(new.with_attr("global_symbol", name), name)
+        gv = add_kernel(bb, dequantized(prim, scale, zero_point), prim, "dq")
         return relax.call_tir(gv, [env.get(a, a) for a in args], out_ty)
 
     return replacement

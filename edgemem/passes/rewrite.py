@@ -104,9 +104,10 @@ def rebuild(mod: tvm.IRModule, replace: dict, drop: set | frozenset = frozenset(
     return bb.get()
 
 
-def add_kernel(bb: relax.BlockBuilder, prim, like) -> relax.GlobalVar:
-    """Add ``prim`` as a new kernel with the C-visible attributes of ``like`` (its kind and MACs)."""
-    name = f"{like.attrs['global_symbol']}_r"
+def add_kernel(bb: relax.BlockBuilder, prim, like, suffix: str = "r") -> relax.GlobalVar:
+    """Add ``prim`` as a new kernel with the C-visible attributes of ``like`` (its kind and MACs), named
+    after it with ``suffix``."""
+    name = f"{like.attrs['global_symbol']}_{suffix}"
     for key in ("edgemem.op", "edgemem.macs"):
         prim = prim.with_attr(key, like.attrs[key])
     return bb.add_func(prim.with_attr("global_symbol", name), name)

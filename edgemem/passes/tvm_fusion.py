@@ -27,20 +27,9 @@ SCRATCH_LIMIT = 256  # bytes of kernel scratch a fused kernel may keep (edgemem'
 def _group_kinds(mod: tvm.IRModule) -> dict[str, tuple[list[str], int]]:
     """Fused Relax function name -> (kinds of the kernels it calls, their MACs), read after FuseOps."""
     groups = {}
-    for gv, func in mod.functions.items():
-        if not isinstance(func, relax.Function) or gv.name_hint == "main":
-            continue
-        kinds, macs = [], 0
-
-        def visit(expr):
-            nonlocal macs
-            if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
-                attrs = mod[expr.args[0]].attrs or {}
-                kinds.append(str(attrs.get("edgemem.op", expr.args[0].name_hint)))
-                macs += int(attrs.get("edgemem.macs", 0))
-
-        relax.analysis.post_order_visit(func, visit)
-        groups[gv.name_hint] = (kinds, macs)
+    for group, names in _group_members(mod).items():
+        attrs = [mod[name].attrs or {} for name in names]
+        groups[group] = ([str(a.get("edgemem.op", n)) for a, n in zip(attrs, names)], sum(int(a.get("edgemem.macs", 0)) for a in attrs))
     return groups
 
 
