@@ -132,12 +132,14 @@ class Dag:
         """Bytes of the outputs of the ops in ``mask``."""
         return sum(self.sizes[u] for u in bits(mask))
 
-    def pruner(self, ops_mask: int | None = None):
+    def pruner(self, ops_mask: int | None = None, top: int | None = None):
         """``exceeds(done, budget)``: whether some op not in ``done`` (among ``ops_mask``) must
-        see at least ``budget`` bytes live at its step, whatever order follows."""
+        see at least ``budget`` bytes live at its step, whatever order follows. ``top``: look at
+        only the ops with the ``top`` largest bounds (cheaper, prunes less; still sound)."""
         table = [(most, static, extra, v) for v, (static, extra, most) in enumerate(self.bounds())
                  if ops_mask is None or ops_mask >> v & 1]  # fmt: skip
         table.sort(reverse=True)
+        table = table[:top]
         sizes = self.sizes
 
         def exceeds(done: int, budget: int) -> bool:

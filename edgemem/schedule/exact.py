@@ -67,19 +67,29 @@ def search(item_preds: list[int], expand, done: int, m: int, budget: int, limits
     done after)`` runs one item after the ops ``done`` (``m`` bytes live).
     ``prune(done, budget)`` (Dag.pruner) drops states from which no order can stay under budget;
     ``dominance=False`` turns the dominance rule off (plain Serenity, for comparison).
+    States are expanded in layers of equal ops run (items may hold many ops: a layer by items
+    would weigh a state that ran five cells against one that ran five single ops).
     With ``beam``, each layer keeps only its ``beam`` states of lowest (peak, live bytes): no
     longer exact, but bounded (the hierarchical scheduler's speed setting).
     Returns (item sequence, peak) with peak < budget, or None if no sequence stays under it."""
     k = len(item_preds)
+    if k == 0:
+        return [], 0
     succs = [0] * k
     for i, pm in enumerate(item_preds):
         for p in bits(pm):
             succs[p] |= 1 << i
     ready0 = sum(1 << i for i in range(k) if not item_preds[i])
-    layer = {0: (0, m, done, ready0)}  # state -> (peak, live bytes, done ops, ready items)
-    parents = []  # per layer: state -> the item run last on the best path to it
-    for _ in range(k):
-        nxt, par, dead = {}, {}, set()
+    full = (1 << k) - 1
+    layers = {done.bit_count(): {0: (0, m, done, ready0)}}  # ops run -> state -> (peak, live bytes, done ops, ready items)
+    parent, dead = {}, set()  # state -> the item run last on the best path to it; states pruned
+    while layers:
+        layer = layers.pop(min(layers))  # every way into it came from a smaller layer: it is final
+        if beam is not None and len(layer) > beam:
+            layer = dict(sorted(layer.items(), key=lambda kv: kv[1][:2])[:beam])
+        limits.charge(len(layer))
+        if full in layer:  # the only state of the last layer
+            return _path(parent, full), layer[full][0]
         for count, (key, (peak, m, done, ready)) in enumerate(layer.items()):
             if count & 1023 == 1023:
                 limits.charge(0)  # a layer can be long: look at the clock inside it too
@@ -88,7 +98,8 @@ def search(item_preds: list[int], expand, done: int, m: int, budget: int, limits
                 key2 = key | (1 << i)
                 if p2 >= budget or key2 in dead:
                     continue
-                old = nxt.get(key2)
+                nxt = layers.get(done2.bit_count())
+                old = None if nxt is None else nxt.get(key2)
                 if old is None:
                     if prune is not None and prune(done2, budget):
                         dead.add(key2)
@@ -100,23 +111,15 @@ def search(item_preds: list[int], expand, done: int, m: int, budget: int, limits
                         rest ^= low
                         if not item_preds[low.bit_length() - 1] & ~key2:
                             ready2 |= low
+                    if nxt is None:
+                        nxt = layers[done2.bit_count()] = {}
                 elif old[0] <= p2:
                     continue
                 else:
                     ready2 = old[3]
                 nxt[key2] = (p2, after, done2, ready2)
-                par[key2] = i
-        if not nxt:
-            return None
-        if beam is not None and len(nxt) > beam:
-            nxt = dict(sorted(nxt.items(), key=lambda kv: kv[1][:2])[:beam])
-        limits.charge(len(nxt))
-        parents.append(par)
-        layer = nxt
-    if k == 0:
-        return [], 0
-    ((peak, *_),) = layer.values()
-    return _path(parents, k), peak
+                parent[key2] = i
+    return None
 
 
 def _moves(ready: int, expand, peak: int, m: int, done: int, dominance: bool):
@@ -135,11 +138,11 @@ def _moves(ready: int, expand, peak: int, m: int, done: int, dominance: bool):
     return moves
 
 
-def _path(parents: list[dict], k: int) -> list[int]:
-    """The item sequence read back from the parent links of the full state."""
-    key, seq = (1 << k) - 1, []
-    for par in reversed(parents):
-        i = par[key]
+def _path(parent: dict, key: int) -> list[int]:
+    """The item sequence read back from the parent links, from the state ``key`` to the start."""
+    seq = []
+    while key:
+        i = parent[key]
         seq.append(i)
         key ^= 1 << i
     return seq[::-1]
@@ -172,7 +175,7 @@ def segments(dag: Dag) -> list[list[int]]:
 
 
 def min_order(item_preds: list[int], expand, done: int, m: int, incumbent: list[int], floor: int, limits: Limits,
-              beam: int | None = None, prune=None):
+              beam: int | None = None, prune=None, dominance: bool = True):
     """Lowest-peak item sequence given a valid ``incumbent`` one, trying soft budgets upward
     from ``floor`` (a lower bound; a peak <= floor is good enough). Returns (sequence, peak)."""
     inc_peak = run_items(incumbent, expand, done, m)[1]
@@ -180,7 +183,7 @@ def min_order(item_preds: list[int], expand, done: int, m: int, incumbent: list[
         return incumbent, inc_peak
     for budget in sorted({floor + 1, (floor + inc_peak) // 2 + 1, inc_peak}):
         if floor < budget <= inc_peak:
-            found = search(item_preds, expand, done, m, budget, limits, beam, prune)
+            found = search(item_preds, expand, done, m, budget, limits, beam, prune, dominance)
             if found is not None:
                 return found
     return incumbent, inc_peak  # nothing under the incumbent's peak: it is optimal
@@ -209,9 +212,11 @@ class Segment:
         if found is not None:
             self.seq, self.peak = found
 
-    def solve(self, floor: int, limits: Limits) -> None:
-        """The lowest peak (a peak <= ``floor`` is good enough: the whole schedule cannot go below)."""
-        self.seq, self.peak = min_order(self.item_preds, self.expand, self.done, self.m, self.seq, max(floor, self.floor), limits, None, self.prune)
+    def solve(self, floor: int, limits: Limits, plain: bool = False) -> None:
+        """The lowest peak (a peak <= ``floor`` is good enough: the whole schedule cannot go below);
+        ``plain``: without the per-state bound and the dominance rule."""
+        prune = None if plain else self.prune
+        self.seq, self.peak = min_order(self.item_preds, self.expand, self.done, self.m, self.seq, max(floor, self.floor), limits, None, prune, not plain)
 
 
 def file_or_topo(dag: Dag) -> list[int]:
@@ -220,10 +225,13 @@ def file_or_topo(dag: Dag) -> list[int]:
     return order if dag.is_order(order) else list(dag.topo)
 
 
-def schedule(dag: Dag, time_limit: float | None = 60.0, max_states: int | None = None, incumbent: list[int] | None = None, quick: int | None = 64):
+def schedule(dag: Dag, time_limit: float | None = 60.0, max_states: int | None = None, incumbent: list[int] | None = None, quick: int | None = 64,
+             plain: bool = False):
     """(order, peak, info) with ``info["optimal"]`` False when a limit stopped the search (the
     order is then the best found). Starts from the best of the file order, RPO, ``incumbent``
-    and a ``quick`` beam search per segment."""
+    and a ``quick`` beam search per segment. ``plain``: the DP as Serenity defines it -- memoised
+    states, soft budgets, cuts, the limit -- without edgemem's additions (quick beam, per-state
+    bound, dominance rule); the baseline the HMCOS paper measured its speed-up against."""
     start = time.perf_counter()
     limits = Limits(time_limit, max_states)
     candidates = [file_or_topo(dag), rpo_order(dag)] + ([list(incumbent)] if incumbent is not None else [])
@@ -237,16 +245,16 @@ def schedule(dag: Dag, time_limit: float | None = 60.0, max_states: int | None =
     todo = sorted((p for p in parts if p.peak > floor and len(p.ops) > 1), key=lambda p: -p.peak)
     optimal = True
     try:
-        if quick:
+        if quick and not plain:
             for part in todo:
                 part.quick(quick, limits)
         for part in sorted(todo, key=lambda p: -p.peak):  # the highest first: it raises the floor
             if part.peak > floor:
-                part.solve(floor, limits)
+                part.solve(floor, limits, plain)
             floor = max(floor, part.peak)
     except OutOfBudget:
         optimal = False
     order = [v for part in parts for v in part.order]
-    info = {"scheduler": "exact", "optimal": optimal, "states": limits.states, "segments": len(parts),
+    info = {"scheduler": "serenity" if plain else "exact", "optimal": optimal, "states": limits.states, "segments": len(parts),
             "seconds": time.perf_counter() - start}  # fmt: skip
     return order, dag.peak(order), info

@@ -1,9 +1,11 @@
 """Seeded generators of irregular operator graphs, where operator order matters for memory.
 
-Five families, sizes in bytes of int8 activations (H x W x C), 20..120 ops:
+Six families, sizes in bytes of int8 activations (H x W x C), 20..120 ops:
 - ``randwire``: stages of randomly wired nodes (Watts-Strogatz graphs, as in RandWire);
 - ``rwstage``: one wide randomly wired stage, nodes of similar size (the hard case);
 - ``darts``: NAS cells (DARTS/NASNet search space) that read the two previous cells;
+- ``nasnet``: the published NASNet-A and PNASNet-5 cells op by op as a .tflite holds them
+  (a separable conv is four ops), the graphs of the HMCOS paper's evaluation;
 - ``unet``: UNet++-like encoder-decoder with long and nested skips;
 - ``inception``: blocks of parallel branches of different depth and width joined by a concat.
 """
@@ -204,7 +206,76 @@ def inception(seed: int, ops: int = 40) -> Dag:
     return b.dag([last])
 
 
-FAMILIES = {"randwire": randwire, "rwstage": rwstage, "darts": darts, "unet": unet, "inception": inception}
+# NAS cells as (operations, used hidden states, hidden state indices), the configuration format of
+# the published TF-slim models: combination k applies operations[2k] and [2k+1] to the hidden states
+# indices[2k] and [2k+1] (0: the cell before the previous one, 1: the previous one, 2..: earlier
+# combinations) and adds them; the cell concatenates the hidden states not used by any combination.
+NASNET_A = (
+    ("sep5", "sep3", "sep5", "sep3", "avg", "none", "avg", "avg", "sep3", "none"),
+    (1, 0, 0, 0, 0, 0, 0),
+    (0, 1, 1, 1, 0, 1, 1, 1, 0, 0),
+)
+NASNET_A_REDUCTION = (
+    ("sep5", "sep7", "max", "sep7", "avg", "sep5", "none", "avg", "sep3", "max"),
+    (1, 1, 1, 0, 0, 0, 0),
+    (0, 1, 0, 1, 0, 1, 3, 2, 2, 0),
+)
+PNASNET_5 = (
+    ("sep5", "max", "sep7", "max", "sep5", "sep3", "sep3", "max", "sep3", "none"),
+    (1, 1, 0, 0, 0, 0, 0),
+    (1, 1, 0, 0, 0, 0, 4, 0, 1, 0),
+)
+
+
+def nasnet(seed: int, ops: int = 40) -> Dag:
+    """NASNet-A (even seeds) or PNASNet-5 (odd seeds) cells, op by op: each cell adjusts its two
+    inputs (the two previous cells) with a 1x1 conv, runs five combinations of two operations
+    (a separable conv is depthwise, pointwise, depthwise, pointwise; a pool is one op; "none" is the
+    input itself) each summed by an add, and concatenates the unused states; every third cell
+    reduces (stride 2 where it reads a cell input, filters doubled). The cell that meets the op
+    budget keeps its first combinations, the last cut short. The seed also picks the filters (2..6 per 16 x 16)."""
+    rng = random.Random(seed)
+    normal = NASNET_A if seed % 2 == 0 else PNASNET_5
+    hw, f = 16, rng.randint(2, 6)
+    b = _Builder(hw * hw * 3)
+    stem = b.op("stem", hw * hw * f * 3)
+    b.first.append(stem)
+    prev2 = prev1 = stem
+    cell = 0
+    while ops - len(b.sizes) >= 6:  # room for the two adjusts, a combination, the concat and the head
+        reduce = cell % 3 == 2 and normal is NASNET_A
+        kinds, used, index = NASNET_A_REDUCTION if reduce else normal
+        out_hw, out_f = (hw // 2, f * 2) if reduce else (hw, f)
+        act = out_hw * out_hw * out_f
+        states = [b.op(f"c{cell}adj0", hw * hw * f, [prev2]), b.op(f"c{cell}adj1", hw * hw * f, [prev1])]
+        combos = 0
+        for k in range(5):
+            room = ops - len(b.sizes) - 3  # the add, the concat and the head follow
+            if room < 0:
+                break
+            branches = []
+            for side in (0, 1):
+                kind, src = kinds[2 * k + side], index[2 * k + side]
+                count = _NAS_OPS[kind] or int(reduce and src < 2)  # "none" on a cell input of a reduction: a strided 1x1
+                count = min(count, room)  # the op budget's last combination: its convs cut short
+                room -= count
+                node = states[src]
+                for step in range(count):
+                    node = b.op(f"c{cell}k{k}{kind}{side}.{step}", act, [node])
+                branches.append(node)
+            states.append(b.op(f"c{cell}k{k}add", act, branches))
+            combos += 1
+        read = set(index[: 2 * combos])  # a cell cut short: a state only later combinations would read is concatenated
+        unused = [s for i, s in enumerate(states) if not used[i] or i not in read]
+        prev2, prev1 = prev1, b.op(f"c{cell}cat", sum(b.sizes[s] for s in unused), unused)
+        hw, f, cell = out_hw, out_f, cell + 1
+    last = b.op("head", 10 * 4, [prev1])
+    return b.dag([last])
+
+
+_NAS_OPS = {"sep3": 4, "sep5": 4, "sep7": 4, "avg": 1, "max": 1, "none": 0}
+
+FAMILIES = {"randwire": randwire, "rwstage": rwstage, "darts": darts, "nasnet": nasnet, "unet": unet, "inception": inception}
 
 
 def generate(family: str, seed: int, ops: int = 40) -> Dag:
