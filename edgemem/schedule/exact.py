@@ -98,7 +98,8 @@ def search(item_preds: list[int], expand, done: int, m: int, budget: int, limits
                 key2 = key | (1 << i)
                 if p2 >= budget or key2 in dead:
                     continue
-                nxt = layers.get(done2.bit_count())
+                level = done2.bit_count()
+                nxt = layers.get(level)
                 old = None if nxt is None else nxt.get(key2)
                 if old is None:
                     if prune is not None and prune(done2, budget):
@@ -112,7 +113,7 @@ def search(item_preds: list[int], expand, done: int, m: int, budget: int, limits
                         if not item_preds[low.bit_length() - 1] & ~key2:
                             ready2 |= low
                     if nxt is None:
-                        nxt = layers[done2.bit_count()] = {}
+                        nxt = layers[level] = {}
                 elif old[0] <= p2:
                     continue
                 else:
