@@ -10,8 +10,8 @@ A cell's inner order comes from the dynamic program of the exact scheduler (exac
 its children, memoised per cell and "context" (which outside tensors the cell will free: the only
 thing outside it that changes its best inner order). The top level is searched under the best
 peak so far; after each improvement the blocks holding the new peak are ungrouped down to the
-ops involved (the op running at the peak step, the producers of the tensors live there with the
-chains feeding them, and their readers), and it repeats until a search finds nothing better.
+ops involved (the op running at the peak step, the producers of the tensors live there, and
+their readers), and it repeats until a search finds nothing better.
 Two additions keep it fast on wide graphs: the graph is first split at single-node cuts (as in
 the exact scheduler; segments already under the lower bound are skipped), and each layer of
 the search (states with as many ops run) keeps at most ``beam`` states -- exhaustive on graphs
@@ -260,43 +260,29 @@ def _topo(preds: list[int]) -> list[int]:
 
 
 def peak_ops(dag: Dag, done: int, seq: list[int]) -> set[int]:
-    """Ops that hold the peak of ``seq`` run after ``done``: the op running at a peak step, and
-    the producers of what is live there with the ops that feed them, and its readers (running a
-    reader earlier frees a tensor sooner, running a producer later allocates it later)."""
+    """Ops that hold the peak of ``seq`` run after ``done`` (HMCOS: the groups holding the values
+    live at the peak are ungrouped): the op running at a peak step, the producers of the tensors
+    live there, and their readers and the peak op's (running a reader earlier frees a tensor
+    sooner, running a producer later allocates it later). Why not wider: adding the chains that
+    feed the producers and the readers of graph inputs ungrouped unet and nasnet graphs almost
+    flat, doubling their states for no lower peak on any generated graph."""
     m, steps = dag.mem(done), []
     for v in seq:
         during, m = dag.step(done, m, v)
         done |= 1 << v
-        steps.append((during, v, done, m))
+        steps.append((during, v, done))
     top = max(s[0] for s in steps)
     out = set()
-    for during, v, after, _ in steps:
+    for during, v, after in steps:
         if during != top:
             continue
         out.add(v)
+        out.update(dag.succs[v])
         before = after & ~(1 << v)
         for u in bits(before):  # outputs live through v's step
             if u in dag.outputs or dag.succ_mask[u] & ~before:
                 out.add(u)
                 out.update(dag.succs[u])
-                out.update(_feeders(dag, u))
-        out.update(dag.succs[v])
-        for readers in dag.ext_mask:  # graph inputs live there: their readers too
-            if readers & ~before:
-                out.update(bits(readers))
-    return out
-
-
-def _feeders(dag: Dag, u: int) -> set[int]:
-    """u's predecessors, and further up through ops read by one op only: what must move with u
-    if u is to run later."""
-    out, stack = set(), list(dag.preds[u])
-    while stack:
-        p = stack.pop()
-        if p not in out:
-            out.add(p)
-            if len(dag.succs[p]) == 1:
-                stack.extend(dag.preds[p])
     return out
 
 
