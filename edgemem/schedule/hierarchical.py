@@ -168,7 +168,9 @@ def _chains(dag: Dag, parent: Block, children: list[Block]) -> list[Block]:
         if len(chain) == 1:
             out.append(chain[0])
         else:
-            out.append(Block("seq", sum(c.mask for c in chain), chain))
+            seq = Block("seq", sum(c.mask for c in chain), chain)
+            _context(dag, seq)
+            out.append(seq)
     return out
 
 
@@ -189,7 +191,7 @@ def _context(dag: Dag, blk: Block) -> None:
 
 
 class _Scheduler:
-    """Runs blocks in context (memoising cells) and searches the top level."""
+    """Runs blocks in context (memoising cells and sequences) and searches the top level."""
 
     def __init__(self, dag: Dag, limits: Limits, beam: int | None):
         self.dag, self.limits, self.beam = dag, limits, beam
@@ -197,18 +199,17 @@ class _Scheduler:
         # without); only the 4 ops of largest bound are checked -- the full check made wide flat graphs 2-3x slower
         self.prune = dag.pruner(top=4) if dag.n else None
         self.memo = {}
+        self.expand_of = {}  # block -> its children's expand function
 
     def expand(self, blk: Block, done: int, m: int):
         """Run a block after ``done``: (ops, peak of its steps, bytes live after, done after)."""
         if blk.kind == "op":
             during, after = self.dag.step(done, m, blk.op)
             return (blk.op,), during, after, done | blk.mask
-        if blk.kind == "seq":
-            return run_items(range(len(blk.children)), self._child_expand(blk), done, m)
-        key = (id(blk), done & blk.context, not done)
+        key = (blk, done & blk.context, not done)  # the block itself, not id(): a freed block's id can be reused
         hit = self.memo.get(key)
-        if hit is None:
-            ops, peak, after = self._inside(blk, done, m)
+        if hit is None:  # a sequence's order is fixed; a cell's is searched -- both memoised per context
+            ops, peak, after = self._inside(blk, done, m) if blk.kind == "cell" else run_items(range(len(blk.children)), self._child_expand(blk), done, m)[:3]
             hit = self.memo[key] = (ops, peak - m, after - m)
         ops, dpeak, dafter = hit
         return ops, m + dpeak, m + dafter, done | blk.mask
@@ -225,6 +226,14 @@ class _Scheduler:
 
     def _child_expand(self, blk: Block):
         """expand(i, done, m) over the block's children; single ops go straight to Dag.step."""
+        if blk.kind != "root":  # a root's children change between rounds; others' never do
+            cached = self.expand_of.get(blk)
+            if cached is None:
+                cached = self.expand_of[blk] = self._make_expand(blk)
+            return cached
+        return self._make_expand(blk)
+
+    def _make_expand(self, blk: Block):
         step, expand = self.dag.step, self.expand
 
         def one(c):
