@@ -209,7 +209,10 @@ class _Scheduler:
         key = (blk, done & blk.context, not done)  # the block itself, not id(): a freed block's id can be reused
         hit = self.memo.get(key)
         if hit is None:  # a sequence's order is fixed; a cell's is searched -- both memoised per context
-            ops, peak, after = self._inside(blk, done, m) if blk.kind == "cell" else run_items(range(len(blk.children)), self._child_expand(blk), done, m)[:3]
+            if blk.kind == "cell":
+                ops, peak, after = self._inside(blk, done, m)
+            else:
+                ops, peak, after, _ = run_items(range(len(blk.children)), self._child_expand(blk), done, m)
             hit = self.memo[key] = (ops, peak - m, after - m)
         ops, dpeak, dafter = hit
         return ops, m + dpeak, m + dafter, done | blk.mask
