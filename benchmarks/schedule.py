@@ -7,6 +7,7 @@ irregular graphs (edgemem.schedule.random_graphs, every family, several sizes an
 
     .venv/bin/python benchmarks/schedule.py                 # writes benchmarks/schedule.md
     .venv/bin/python benchmarks/schedule.py --quick --out - # a smaller set, table to stdout
+    .venv/bin/python benchmarks/schedule.py --time-limit 600 --only rwstage-64-s0 --out benchmarks/schedule-long.md
 """
 
 from __future__ import annotations
@@ -156,11 +157,18 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds for each DP (exact, serenity) per graph")
     ap.add_argument("--tvm", action="store_true", help="read real models through the TVM pipeline (slow for some)")
     ap.add_argument("--quick", action="store_true", help="fewer generated graphs (sizes 24, 64; seed 0)")
+    ap.add_argument("--only", help="comma-separated graph names (e.g. rwstage-64-s0): just these, real or generated")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "schedule.md"), help="markdown file, or - for stdout only")
     args = ap.parse_args()
     graphs = [(n, "real", d) for n, d in real_dags(args.tvm)]
     sizes, seeds = ((24, 64), (0,)) if args.quick else ((24, 40, 64, 96, 120), (0, 1, 2))
     graphs += [(n, "generated", d) for n, d in suite(sizes=sizes, seeds=seeds)]
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {name for name, _, _ in graphs}
+        if unknown:
+            ap.error(f"--only: no graph named {', '.join(sorted(unknown))} (names as in benchmarks/schedule.md)")
+        graphs = [g for g in graphs if g[0] in wanted]
     rows = []
     for name, kind, dag in graphs:
         rows.append(measure(name, kind, dag, args.time_limit))
