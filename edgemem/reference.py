@@ -47,6 +47,7 @@ __all__ = [
     "seeded_inputs",
     "tflm_interpreter",
     "tflm_outputs",
+    "reference_outputs",
     "tflm_arena_bytes",
     "tflm_min_arena_bytes",
     "tflm_invoke_seconds",
@@ -212,6 +213,64 @@ def tflm_outputs(model_path, inputs: Sequence[np.ndarray], arena_size: int | Non
     return [np.array(interp.get_output(i), copy=True) for i in range(len(outs))]
 
 
+def _litert_outputs(model_path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One inference with LiteRT (``ai-edge-litert``), the fallback oracle for models TFLM cannot run."""
+    from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+
+    interp = Interpreter(model_content=_read_bytes(model_path))
+    interp.allocate_tensors()
+    for detail, a in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(detail["index"], a)
+    interp.invoke()
+    return [np.array(interp.get_tensor(d["index"]), copy=True) for d in interp.get_output_details()]
+
+
+_ORACLES = {"tflm": tflm_outputs, "litert": _litert_outputs}
+
+
+def _run_in_child(oracle: str, model_path, inputs: Sequence[np.ndarray], timeout: float) -> list[np.ndarray] | str:
+    """Outputs of ``oracle`` run in a child process, or why it failed (an abort takes only the child down)."""
+    with tempfile.TemporaryDirectory(prefix="edgemem-ref-") as tmp:
+        model = Path(tmp) / "model.tflite"
+        model.write_bytes(_read_bytes(model_path))
+        np.savez(Path(tmp) / "in.npz", *inputs)
+        cmd = [sys.executable, "-m", "edgemem.reference", "--child", oracle, str(model), tmp]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return f"{oracle} did not finish within {timeout:.0f} s"
+        out = Path(tmp) / "out.npz"
+        if proc.returncode != 0 or not out.exists():
+            why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+            return f"{oracle} failed ({'killed by signal ' + str(-proc.returncode) if proc.returncode < 0 else why})"
+        with np.load(out) as z:
+            return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+def reference_outputs(model_path, inputs: Sequence[np.ndarray], timeout: float = 300.0) -> tuple[list[np.ndarray], str]:
+    """``(outputs, oracle)``: TFLM's outputs run in a child process (its Python binding aborts the whole
+    process on some converter outputs), or -- only when TFLM cannot run the model at all -- LiteRT's, with
+    ``oracle`` saying which ("tflm" or "litert"); LiteRT's reference rounds some ties differently, so its
+    outputs are compared with a tolerance. Raises RuntimeError when neither runs the model."""
+    inputs = _check_inputs(model_path, inputs)
+    tflm = _run_in_child("tflm", model_path, inputs, timeout)
+    if not isinstance(tflm, str):
+        return tflm, "tflm"
+    litert = _run_in_child("litert", model_path, inputs, timeout)
+    if not isinstance(litert, str):
+        return litert, "litert"
+    raise RuntimeError(f"no reference interpreter runs this model: {tflm}; {litert}")
+
+
+def _child(oracle: str, model: str, tmp: str) -> int:
+    """The child side of _run_in_child: read the inputs, run the oracle, write the outputs."""
+    with np.load(Path(tmp) / "in.npz") as z:
+        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
+    outs = _ORACLES[oracle](model, inputs)
+    np.savez(Path(tmp) / "out.npz", *outs)
+    return 0
+
+
 def tflm_invoke_seconds(model_path, seed: int = 0, repeats: int = 3) -> float:
     """Best wall-clock time of one ``invoke()`` (seconds) over ``repeats`` runs."""
     inputs = _check_inputs(model_path, seeded_inputs(model_path, seed))
@@ -348,6 +407,9 @@ def tflm_min_arena_bytes(model_path, granularity: int = 8) -> int:
 
 def _main(argv: list[str]) -> int:  # pragma: no cover - convenience CLI
     import argparse  # noqa: PLC0415
+
+    if argv[:1] == ["--child"]:
+        return _child(*argv[1:4])
 
     ap = argparse.ArgumentParser(description="Run .tflite models under TFLM (reference kernels)")
     ap.add_argument("models", nargs="+")

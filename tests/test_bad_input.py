@@ -174,7 +174,7 @@ def test_unsupported_type_names_tensor_and_operator(tmp_path):
 
 def test_unsupported_operator_names_its_index(tmp_path):
     model = write(tmp_path, "skipgram.tflite", one_op_fc(second_op=OP.SKIP_GRAM))
-    build_fails(model, tmp_path, UNSUPPORTED, "'SKIP_GRAM'", "operator #1 SKIP_GRAM (output 'y')", "file an issue")
+    build_fails(model, tmp_path, UNSUPPORTED, "SKIP_GRAM (int8)", "operator #1 SKIP_GRAM (output 'y')", "file an issue")
 
 
 # ---- the budget ----------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
 from .footprint import indices
+from .support import check_operators
 
 _MAX_MODEL_BYTES = 64 * 1024 * 1024  # far beyond any microcontroller's flash
 
@@ -250,11 +251,37 @@ def _softmax_beta(op) -> float:
 
 def _converter_class():
     """TVM's OperatorConverter, widened where TFLite semantics need it."""
+    import tvm
     from tvm import relax
     from tvm.relax.frontend.tflite import tflite_frontend as tf
 
+    from .ops import registry as ops_registry
+
     class EdgememConverter(tf.OperatorConverter):
         current_op = None  # flatbuffer position of the operator being converted, for error messages
+
+        builder = None  # the BlockBuilder of the last import, closed when the import fails
+
+        def __init__(self, model, subgraph, *args, **kwargs):
+            super().__init__(model, subgraph, *args, **kwargs)
+            type(self).builder = self.bb
+            self._index_of = {subgraph.Operators(i)._tab.Pos: i for i in range(subgraph.OperatorsLength())}
+            for name in ops_registry.registered():  # edgemem's own lowerings go first (frontend/ops/)
+                self.convert_map[name] = self._dispatcher(name, self.convert_map.get(name))
+
+        def _dispatcher(self, name, fallback):
+            def convert(op):
+                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op))
+                if entry is not None:
+                    return entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
+                if fallback is None:
+                    raise tvm.error.OpNotImplemented(f"edgemem has no lowering of '{name}' for this operand type")
+                return fallback(op)
+
+            return convert
+
+        def check_unsupported_ops(self):
+            pass  # edgemem's own check (frontend/support.py) ran before the import
 
         def get_op_code_str(self, op):
             # Called first for every operator by TVM's conversion loop; remembers which one fails.
@@ -358,20 +385,39 @@ def inspect_tflite(path: Path) -> tuple[object, list[str], list[TensorInfo], lis
 
 def import_tflite(path: Path) -> ImportedModel:
     """Validate the file and import subgraph 0 into a Relax IRModule (QDQ form for int8)."""
-    import tvm
     from tvm.relax.frontend.tflite import from_tflite
 
     model, op_names, inputs, outputs = inspect_tflite(path)
     sg = model.Subgraphs(0)
     converter = _converter_class()
+    check_operators(model, op_names, path)  # every unsupported operator at once, before TVM sees any
     try:
-        # TVM's own check, run before from_tflite opens a block builder (which warns when left open)
-        converter(model, sg, None, None).check_unsupported_ops()
         mod = from_tflite(model, op_converter=converter)
-    except UnsupportedModelError as exc:
-        raise UnsupportedModelError(f"{Path(path).name}: {_where(sg, op_names, converter.current_op)}{exc}") from exc
-    except tvm.error.OpNotImplemented as exc:
-        raise UnsupportedModelError(f"{Path(path).name}: {' '.join(str(exc).split()).rstrip('.')}{_named_ops(sg, op_names, str(exc))}. The model's operators are: {', '.join(sorted(set(op_names)))}. Replace the operator or file an issue for it.") from exc
     except Exception as exc:
-        raise UnsupportedModelError(f"{Path(path).name}: {_where(sg, op_names, converter.current_op)}TVM's TFLite importer failed ({type(exc).__name__}: {_first_line(exc)}). Operators in the model: {', '.join(sorted(set(op_names)))}.") from exc
+        _close_builder(converter.builder)
+        raise _import_error(exc, path, sg, op_names, converter) from exc
     return ImportedModel(Path(path), mod, inputs, outputs, op_names)
+
+
+def _close_builder(bb) -> None:
+    """End the blocks a failed import left open: TVM's BlockBuilder warns on the terminal when it is destroyed
+    with open blocks, and a user must see edgemem's message only."""
+    if bb is None:
+        return
+    for close in (bb._end_block, bb._exit_function_scope):  # noqa: SLF001  (no public way to abandon a scope)
+        try:
+            close()
+        except Exception:  # noqa: BLE001  (nothing was open at that level)
+            pass
+
+
+def _import_error(exc: Exception, path, sg, op_names, converter) -> UnsupportedModelError:
+    """A failure of TVM's import as one paragraph that names the TFLite operator."""
+    import tvm
+
+    name, where = Path(path).name, _where(sg, op_names, converter.current_op)
+    if isinstance(exc, UnsupportedModelError):
+        return UnsupportedModelError(f"{name}: {where}{exc}")
+    if isinstance(exc, tvm.error.OpNotImplemented):
+        return UnsupportedModelError(f"{name}: {' '.join(str(exc).split()).rstrip('.')}{_named_ops(sg, op_names, str(exc))}. The model's operators are: {', '.join(sorted(set(op_names)))}. Replace the operator or file an issue for it.")
+    return UnsupportedModelError(f"{name}: {where}TVM's TFLite importer failed ({type(exc).__name__}: {_first_line(exc)}). Operators in the model: {', '.join(sorted(set(op_names)))}.")

@@ -1,0 +1,1 @@
+"""edgemem's own lowerings of TFLite operators (registry.py), one module per family of operators."""

@@ -1,0 +1,166 @@
+"""edgemem's own lowerings of TFLite operators, registered by name and taken before TVM's converter.
+
+TVM's Relax TFLite frontend imports int8 operators as ``dequantize -> float op -> quantize``; for the
+operators whose integer arithmetic has no such form (or where the frontend has none), edgemem emits one
+``call_tir`` to its own integer kernel straight from the flatbuffer, with TFLite Micro's arithmetic.
+A lowering is a function ``(OpContext) -> Relax expr`` (a tuple of them for several outputs) registered
+with ``@lowering("NAME", ..., types=("int8",))``; ``types`` says for which operand type it applies
+(the type of the operator's first input, or of its output when it has no activation input). The
+converter (frontend/tflite_import.py) asks ``find`` for every operator and falls back to TVM's own
+converter when no lowering applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ...errors import UnsupportedModelError
+
+_TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
+
+
+@dataclass(frozen=True)
+class Lowering:
+    names: tuple[str, ...]
+    types: tuple[str, ...]
+    fn: Callable
+
+
+_LOWERINGS: dict[str, list[Lowering]] = {}
+
+
+def lowering(*names: str, types: tuple[str, ...] = ("int8",)):
+    """Register ``fn(ctx)`` as edgemem's lowering of the TFLite operators ``names`` for operand ``types``."""
+
+    def register(fn):
+        entry = Lowering(tuple(names), tuple(types), fn)
+        for name in names:
+            _LOWERINGS.setdefault(name, []).append(entry)
+        return fn
+
+    return register
+
+
+def registered() -> dict[str, list[Lowering]]:
+    _load_families()
+    return _LOWERINGS
+
+
+def _load_families() -> None:
+    from . import families  # noqa: F401  (importing registers every family's lowerings)
+
+
+def find(name: str, op_type: str) -> Lowering | None:
+    """The lowering of operator ``name`` whose types include ``op_type``, or None."""
+    for entry in registered().get(name, []):
+        if op_type in entry.types:
+            return entry
+    return None
+
+
+def operand_type(subgraph, op) -> str:
+    """The type an operator is classified by: its first non-constant input's, else its first input's, else its
+    first output's (TFLite names kernels by that type: an int8 ADD, a float32 TANH)."""
+    inputs = [int(i) for i in (op.InputsAsNumpy() if op.InputsLength() else []) if i >= 0]
+    outputs = [int(i) for i in (op.OutputsAsNumpy() if op.OutputsLength() else []) if i >= 0]
+    candidates = inputs or outputs
+    if not candidates:
+        return "none"
+    return _TFL_TYPES.get(subgraph.Tensors(candidates[0]).Type(), "unknown")
+
+
+class OpContext:
+    """What a lowering sees of one TFLite operator: its tensors, their quantization, its options, and a way
+    to emit an edgemem kernel for it."""
+
+    def __init__(self, conv, op, index: int, name: str):
+        self.conv = conv
+        self.op = op
+        self.index = index
+        self.name = name
+        self.inputs = conv.get_input_tensors(op)
+        self.outputs = conv.get_output_tensors(op)
+
+    # -- tensors
+    def present(self, i: int) -> bool:
+        """Whether optional input ``i`` is given (TFLite writes -1 for a left-out input)."""
+        return i < len(self.inputs) and self.inputs[i].tensor_idx >= 0
+
+    def shape(self, t) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.conv.get_tensor_shape(t))
+
+    def dtype(self, t) -> str:
+        return _TFL_TYPES.get(t.tensor.Type(), "unknown")
+
+    def tensor_name(self, t) -> str:
+        name = t.tensor.Name()
+        return name.decode(errors="replace") if name else f"#{t.tensor_idx}"
+
+    def is_const(self, t) -> bool:
+        return t.buffer is not None and not isinstance(t.buffer, int) and t.buffer.DataLength() > 0
+
+    def value(self, t) -> np.ndarray | None:
+        """The tensor's constant value (numpy, its own dtype and shape), or None for an activation."""
+        if not self.is_const(t):
+            return None
+        return np.asarray(self.conv.get_tensor_value(t)).reshape(self.shape(t))
+
+    def expr(self, t):
+        """The Relax expression of a tensor: the producing kernel's output, a model input or a constant."""
+        return self.conv.get_tensor_expr(t)
+
+    def quant(self, t) -> tuple[np.ndarray, np.ndarray] | None:
+        """(scales float32, zero points int64) as the file has them, or None when the tensor is not quantized."""
+        q = t.tensor.Quantization()
+        if q is None or q.ScaleLength() == 0:
+            return None
+        scale = np.asarray(q.ScaleAsNumpy(), np.float32).reshape(-1)
+        zp = np.asarray(q.ZeroPointAsNumpy(), np.int64).reshape(-1) if q.ZeroPointLength() else np.zeros(scale.size, np.int64)
+        return scale, zp
+
+    def scale_zp(self, t, what: str = "tensor") -> tuple[float, int]:
+        """The per-tensor (scale, zero point) of ``t``; refuses per-channel or missing quantization."""
+        q = self.quant(t)
+        if q is None or q[0].size != 1:
+            got = "no quantization" if q is None else f"{q[0].size} scales (per-channel)"
+            self.refuse(f"its {what} '{self.tensor_name(t)}' has {got}; TFLite's int8 {self.name} needs one scale and zero point.")
+        return float(q[0][0]), int(q[1][0])
+
+    def options(self, options_cls):
+        """The operator's builtin options table as ``options_cls`` (e.g. tflite.LeakyReluOptions), or None."""
+        table = self.op.BuiltinOptions()
+        if table is None:
+            return None
+        opts = options_cls()
+        opts.Init(table.Bytes, table.Pos)
+        return opts
+
+    # -- results
+    def refuse(self, why: str):
+        """Stop the import with a message about this operator (the converter adds its index and output)."""
+        raise UnsupportedModelError(why)
+
+    def emit(self, kind: str, prim, args: list, out_shape, dtype: str, macs: int = 0, spec: dict | None = None, tag: str = ""):
+        """One ``call_tir`` to ``prim`` (a kernel built with TFLM's arithmetic) with ``args`` (Relax exprs;
+        numpy arrays become constants in flash), returning its output var. ``kind`` is the TFLite operator the
+        kernel computes (reports, profiling); ``spec`` says how it was built (passes/kernel_spec.py)."""
+        from tvm import relax
+
+        from ...passes import kernel_spec
+
+        name = f"{kind.lower()}_{self.index}{tag}"
+        prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs))
+        if spec is not None:
+            prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
+        gv = self.conv.bb.add_func(prim, name)
+        call_args = [relax.const(a) if isinstance(a, np.ndarray) else a for a in args]
+        return self.conv.bb.emit(relax.call_tir(gv, call_args, relax.TensorType(tuple(int(d) for d in out_shape), dtype)))
+
+    def reshape(self, expr, shape):
+        """A view of ``expr`` with another shape (no copy: the graph reader keeps reshapes as views)."""
+        from tvm import relax
+
+        return self.conv.bb.emit(relax.op.reshape(expr, [int(d) for d in shape]))

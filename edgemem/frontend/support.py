@@ -1,0 +1,89 @@
+"""Which operators of a model edgemem can run, decided from the flatbuffer before any lowering.
+
+An operator is supported when edgemem has its own lowering for its operand type (frontend/ops/), when it
+is an int8 operator integerize builds from TVM's QDQ import (passes/integerize.py), or when it is a float
+operator TVM's frontend converts (TVM then legalizes it). Everything else is listed at once, each with its
+index, name, type and output tensor, so that a user sees the whole gap in one message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UnsupportedModelError
+from .footprint import indices
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    index: int
+    name: str
+    operand_type: str
+    output: str
+
+    def label(self) -> str:
+        return f"operator #{self.index} {self.name} (output '{self.output}') on {self.operand_type}"
+
+
+def _frontend_ops() -> frozenset[str]:
+    from tvm.relax.frontend.tflite import tflite_frontend as tf
+
+    conv = tf.OperatorConverter.__new__(tf.OperatorConverter)  # only to read its table of converters
+    try:
+        conv.__init__(None, None, None, None)
+    except Exception:  # noqa: BLE001  (the table is built before the model is read; anything after may fail)
+        pass
+    return frozenset(getattr(conv, "convert_map", {}))
+
+
+def is_supported(name: str, operand_type: str) -> bool:
+    from ..passes.integerize import SUPPORTED_INT8_OPS
+    from .ops import registry
+
+    if registry.find(name, operand_type) is not None:
+        return True
+    if operand_type == "int8":
+        return name in SUPPORTED_INT8_OPS
+    if operand_type in ("float32", "int32", "bool", "int64"):
+        return name in _frontend_op_names()
+    return False
+
+
+_FRONTEND_OPS: frozenset[str] | None = None
+
+
+def _frontend_op_names() -> frozenset[str]:
+    global _FRONTEND_OPS
+    if _FRONTEND_OPS is None:
+        _FRONTEND_OPS = _frontend_ops()
+    return _FRONTEND_OPS
+
+
+def unsupported_operators(model, op_names: list[str]) -> list[Unsupported]:
+    from .ops.registry import operand_type
+    from .tflite_import import tensor_name
+
+    sg = model.Subgraphs(0)
+    found = []
+    for i, name in enumerate(op_names):
+        op = sg.Operators(i)
+        kind = operand_type(sg, op)
+        if not is_supported(name, kind):
+            outs = [int(t) for t in indices(op.OutputsAsNumpy()) if t >= 0]
+            found.append(Unsupported(i, name, kind, tensor_name(sg, outs[0]) if outs else "none"))
+    return found
+
+
+def check_operators(model, op_names: list[str], path) -> None:
+    """Refuse, in one paragraph naming every one of them, the operators edgemem cannot run."""
+    missing = unsupported_operators(model, op_names)
+    if not missing:
+        return
+    shown = "; ".join(u.label() for u in missing[:12]) + (f"; and {len(missing) - 12} more" if len(missing) > 12 else "")
+    kinds = sorted({f"{u.name} ({u.operand_type})" for u in missing})
+    raise UnsupportedModelError(
+        f"{Path(path).name}: edgemem has no kernel for {len(missing)} operator(s) of this model: {shown}. "
+        f"Missing: {', '.join(kinds)}. Replace these layers in the model (or convert it with other types), or file "
+        "an issue naming the operators; the rest of the model is supported."
+    )

@@ -1,0 +1,47 @@
+"""Convert a Keras model the way TFLite's guide tells users to: TensorFlow's own converter (dev-only; run
+with a Python that has `tensorflow-cpu`, see tests/models/README.md).
+
+`int8`: full-integer post-training quantization with a representative dataset (seeded normal samples), int8
+inputs and outputs (`io="int8"`) or the converter's default float edges (`io="float"`, QUANTIZE/DEQUANTIZE at
+the model's edges). `float`: a plain float32 conversion.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def representative(shapes, seed: int, count: int = 32):
+    """Seeded calibration samples, one list of arrays per step (one array per model input)."""
+
+    def gen():
+        rng = np.random.default_rng(seed)
+        for _ in range(count):
+            yield [rng.standard_normal((1, *s)).astype(np.float32) for s in shapes]
+
+    return gen
+
+
+def convert(model, kind: str = "int8", io: str = "int8", seed: int = 0) -> bytes:
+    """The .tflite bytes of a Keras model: kind 'int8' (full-integer) or 'float'."""
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if kind == "int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = representative([tuple(i.shape[1:]) for i in model.inputs], seed)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        if io == "int8":
+            converter.inference_input_type = tf.int8
+            converter.inference_output_type = tf.int8
+    elif kind != "float":
+        raise ValueError(f"kind {kind!r}: 'int8' or 'float'")
+    return converter.convert()
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
