@@ -274,7 +274,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     board = board_with_budget(load_board(board_name), options.ram, options.flash)
     _check_floor(Path(model_path), board, options.inplace)
     model: ImportedModel = import_tflite(model_path)
-    lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod), board, options)
+    lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod, model.op_labels), board, options)
     graph = read_graph(lowered)
     _check_flash(graph, board, model.path.name)
     schedule, schedulers = _schedule(graph, board, options.schedule_seconds)

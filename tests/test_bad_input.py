@@ -177,6 +177,70 @@ def test_unsupported_operator_names_its_index(tmp_path):
     build_fails(model, tmp_path, UNSUPPORTED, "SKIP_GRAM (int8)", "operator #1 SKIP_GRAM (output 'y')", "file an issue")
 
 
+def _chain(ops, in_q, out_qs, dtype=np.int8, shape=(1, 4, 4, 3), options=None):
+    """x -> ops[0] -> t1 -> ops[1] -> ... -> y, every tensor of ``shape``; ``out_qs`` the quantization of each output."""
+    mb = mem.ModelBuilder()
+    x = mb.tensor("x", shape, dtype, in_q)
+    cur = x
+    for i, (op, q) in enumerate(zip(ops, out_qs)):
+        out = mb.tensor(f"t{i + 1}" if i < len(ops) - 1 else "y", shape, dtype, q)
+        mb.op(op, [cur], [out], *((options or {}).get(i, ())))
+        cur = out
+    return mb.serialize([x], [cur])
+
+
+def _no_tvm_log(tmp_path, model):
+    """The refusal's stderr carries edgemem's paragraph only: no TVM log line (its BlockBuilder warns when left open)."""
+    p = _cli("build", str(model), "-o", str(tmp_path / "again"), cwd=tmp_path)
+    assert "Warning" not in p.stderr and "block_builder" not in p.stderr and "[" not in p.stderr.split("error:")[0], p.stderr
+
+
+def test_unsupported_operators_are_all_listed_with_index_name_output_and_type(tmp_path):
+    """Class 'operator': two operators edgemem has no kernel for are named together, each with its index."""
+    q = mem.qparams(0.05, 0)
+    model = write(tmp_path, "two.tflite", _chain([OP.SKIP_GRAM, OP.RELU, OP.LSH_PROJECTION], q, [q, q, q]))
+    build_fails(model, tmp_path, UNSUPPORTED, "operator #0 SKIP_GRAM (output 't1') on int8",
+                "operator #2 LSH_PROJECTION (output 'y') on int8", "2 operator(s)")  # fmt: skip
+    _no_tvm_log(tmp_path, model)
+
+
+def test_unsupported_type_names_the_operator_index_and_type(tmp_path):
+    """Class 'type': an int16 RELU (int16 activations are another issue's) is refused naming index, name and type."""
+    q = mem.qparams(0.05, 0)
+    model = write(tmp_path, "int16.tflite", _chain([OP.RELU], q, [q], dtype=np.int16))
+    build_fails(model, tmp_path, UNSUPPORTED, "operator #0 RELU (output 'y') on int16")
+    _no_tvm_log(tmp_path, model)
+
+
+def test_unsupported_quantization_form_names_the_operator(tmp_path):
+    """Class 'quantization form': a per-channel quantized RELU output (TFLite's RELU takes one scale)."""
+    q = mem.qparams(0.05, 0)
+    per_channel = mem.qparams([0.03, 0.02, 0.01], [0, 0, 0], dim=3)
+    model = write(tmp_path, "perchannel.tflite", _chain([OP.RELU, OP.RELU], q, [per_channel, q]))
+    build_fails(model, tmp_path, UNSUPPORTED, "operator #0 RELU (output 't1')", "3 scales (per-channel)")
+    _no_tvm_log(tmp_path, model)
+
+
+def test_refusal_inside_integer_lowering_names_the_operator_not_a_relax_variable(tmp_path):
+    """Class 'form the integer lowering refuses': an int8 CONCATENATION of two quantizations (TFLM needs one) is
+    refused with the TFLite operator's index, name and output, and no Relax variable name."""
+    mb = mem.ModelBuilder()
+    a = mb.tensor("a", (1, 4, 4, 3), np.int8, mem.qparams(0.05, -3))
+    b = mb.tensor("b", (1, 4, 4, 3), np.int8, mem.qparams(0.07, 1))
+    y = mb.tensor("y", (1, 4, 4, 6), np.int8, mem.qparams(0.05, -3))
+
+    def axis3(fb):
+        tflite.ConcatenationOptionsStart(fb)
+        tflite.ConcatenationOptionsAddAxis(fb, 3)
+        return tflite.ConcatenationOptionsEnd(fb)
+
+    mb.op(OP.CONCATENATION, [a, b], [y], mem.OPTS.ConcatenationOptions, axis3)
+    model = write(tmp_path, "concat.tflite", mb.serialize([a, b], [y]))
+    msg = build_fails(model, tmp_path, UNSUPPORTED, "operator #0 CONCATENATION (output 'y')", "mixes quantizations")
+    assert " lv" not in msg and " gv" not in msg and "Relax" not in msg, msg
+    _no_tvm_log(tmp_path, model)
+
+
 # ---- the budget ----------------------------------------------------------------------------------------------
 
 

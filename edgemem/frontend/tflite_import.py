@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
 from .footprint import indices
+from ..passes.rewrite import abandon
 from .support import check_operators
 
 _MAX_MODEL_BYTES = 64 * 1024 * 1024  # far beyond any microcontroller's flash
@@ -43,6 +44,7 @@ class ImportedModel:
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     op_names: list[str] = field(default_factory=list)  # TFLite builtin names, file order
+    op_labels: dict = field(default_factory=dict)  # Relax var of an operator's output -> "operator #i NAME (output 'x')"
 
 
 _TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
@@ -266,8 +268,11 @@ def _converter_class():
             super().__init__(model, subgraph, *args, **kwargs)
             type(self).builder = self.bb
             self._index_of = {subgraph.Operators(i)._tab.Pos: i for i in range(subgraph.OperatorsLength())}
+            type(self).op_of_var = {}  # Relax var -> index of the TFLite operator whose output it is
             for name in ops_registry.registered():  # edgemem's own lowerings go first (frontend/ops/)
                 self.convert_map[name] = self._dispatcher(name, self.convert_map.get(name))
+            for name, convert in list(self.convert_map.items()):
+                self.convert_map[name] = self._recorded(convert)
 
         def _dispatcher(self, name, fallback):
             def convert(op):
@@ -276,9 +281,23 @@ def _converter_class():
                     return entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
                 if fallback is None:
                     raise tvm.error.OpNotImplemented(f"edgemem has no lowering of '{name}' for this operand type")
-                return fallback(op)
+                return fallback(op=op)
 
             return convert
+
+        def _recorded(self, convert):
+            """The converter with its result bound to a variable now, remembered as the operator's output: a
+            later stage's message about that variable then names the TFLite operator."""
+
+            def recorded(op):
+                ret = convert(op=op)  # TVM calls its converters by keyword (some are partials)
+                if isinstance(ret, relax.Call):
+                    ret = self.bb.emit(ret)
+                if isinstance(ret, relax.Var):
+                    self.op_of_var[ret] = self._index_of[op._tab.Pos]
+                return ret
+
+            return recorded
 
         def check_unsupported_ops(self):
             pass  # edgemem's own check (frontend/support.py) ran before the import
@@ -394,21 +413,11 @@ def import_tflite(path: Path) -> ImportedModel:
     try:
         mod = from_tflite(model, op_converter=converter)
     except Exception as exc:
-        _close_builder(converter.builder)
+        if converter.builder is not None:
+            abandon(converter.builder)
         raise _import_error(exc, path, sg, op_names, converter) from exc
-    return ImportedModel(Path(path), mod, inputs, outputs, op_names)
-
-
-def _close_builder(bb) -> None:
-    """End the blocks a failed import left open: TVM's BlockBuilder warns on the terminal when it is destroyed
-    with open blocks, and a user must see edgemem's message only."""
-    if bb is None:
-        return
-    for close in (bb._end_block, bb._exit_function_scope):  # noqa: SLF001  (no public way to abandon a scope)
-        try:
-            close()
-        except Exception:  # noqa: BLE001  (nothing was open at that level)
-            pass
+    labels = {var: _op_label(sg, op_names, i) for var, i in converter.op_of_var.items()}
+    return ImportedModel(Path(path), mod, inputs, outputs, op_names, labels)
 
 
 def _import_error(exc: Exception, path, sg, op_names, converter) -> UnsupportedModelError:

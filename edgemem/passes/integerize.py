@@ -6,8 +6,8 @@ integer kernel (edgemem.kernels.int8_ops) carrying TFLite Micro's arithmetic: ac
 int8, weights stay int8 constants, accumulators are int32 and requantization is fixed-point.
 Reshapes of int8 tensors stay Relax reshapes (views, no copy).
 
-Every recognised island is one TFLite operator; anything else is reported with the Relax binding
-and op it stopped at, so an unsupported model fails loudly instead of silently running in float.
+Every recognised island is one TFLite operator; anything else is reported with the TFLite
+operator it stopped at (the frontend's record of which operator produced which variable), so an unsupported model fails loudly instead of silently running in float.
 
 Islands (``quantize(f(dequantize(x), ...))``): CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD and
 MUL (constant or broadcast operands too), MEAN over any axes, SOFTMAX, CONCATENATION (one
@@ -27,6 +27,7 @@ from tvm import relax
 from ..errors import UnsupportedModelError
 from ..kernels import int8_ops, logistic
 from . import kernel_spec
+from .rewrite import abandon
 from ..kernels.fixed_point import (
     conv_multipliers,
     fully_connected_multiplier,
@@ -233,8 +234,7 @@ class _Integerizer:
     def _act(self, var) -> object:
         """The new var standing for an old int8 activation var."""
         if var not in self.env:
-            what = var.name if isinstance(var, relax.Var) else f"{_op(var)} expression"
-            raise UnsupportedModelError(f"int8 tensor '{what}' is used before edgemem could produce it (unsupported graph structure).")
+            raise UnsupportedModelError("it reads an int8 tensor before edgemem could produce it (unsupported graph structure).")
         return self.env[var]
 
     # -- driver
@@ -257,7 +257,11 @@ class _Integerizer:
             with self.bb.dataflow():
                 for block in self.func.body.blocks:
                     for b in block.bindings:
-                        self._binding(b.var, b.value, clip_of, alias)
+                        try:
+                            self._binding(b.var, b.value, clip_of, alias)
+                        except UnsupportedModelError as exc:
+                            exc.relax_var = b.var  # lower.py names the TFLite operator from it
+                            raise
                 outs = self._output_vars()
                 new_outs = [self._act(alias.get(o, o)) for o in outs]
                 # One output binding per output; the function returns their tuple (no tuple binding,
@@ -267,11 +271,18 @@ class _Integerizer:
         return self.bb.get()
 
     def _output_vars(self) -> list:
-        """The model outputs, through the frontend's ``gv = (a, b, c)`` tuple of several outputs."""
+        """The model outputs, through the frontend's ``gv = (a, b, c)`` tuple of several outputs and its
+        ``gv = lv`` rebindings of an output the converter had already bound."""
         body = self.func.body.body
         if isinstance(body, relax.Var) and isinstance(self.g.defs.get(body), relax.Tuple):
             body = self.g.defs[body]
-        return list(body.fields) if isinstance(body, relax.Tuple) else [body]
+        outs = list(body.fields) if isinstance(body, relax.Tuple) else [body]
+        return [self._through_rebindings(o) for o in outs]
+
+    def _through_rebindings(self, var):
+        while isinstance(var, relax.Var) and isinstance(self.g.defs.get(var), relax.Var):
+            var = self.g.defs[var]
+        return var
 
     def _binding(self, var, value, clip_of, alias):
         if isinstance(value, relax.Tuple):
@@ -303,7 +314,7 @@ class _Integerizer:
         elif op in self._MOVES and isinstance(value.args[0], relax.Var) and value.args[0] in self.env:
             self.env[var] = getattr(self, self._MOVES[op])(var, value)
         else:
-            raise UnsupportedModelError(f"edgemem cannot run '{op}' (Relax binding {var.name}) on int8 data as integers yet. Supported int8 operators: {', '.join(SUPPORTED_INT8_OPS)}.")
+            raise UnsupportedModelError(f"edgemem cannot run '{op}' on int8 data as integers yet. Supported int8 operators: {', '.join(SUPPORTED_INT8_OPS)}.")
 
     def _is_kernel_call(self, value) -> bool:
         return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"
@@ -335,7 +346,7 @@ class _Integerizer:
             lo, hi = float(expr.args[1].value), float(expr.args[2].value)
             act = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}.get((lo, hi), None)
             if act is None:
-                raise UnsupportedModelError(f"float clip({lo}, {hi}) before {var.name} is not a TFLite activation edgemem knows.")
+                raise UnsupportedModelError(f"float clip({lo}, {hi}) is not a TFLite activation edgemem knows.")
             expr = self.g.value(expr.args[0])
         if clip is not None:
             rng = _activation_from_clip(clip[0], clip[1], out_scale, out_zp)
@@ -355,7 +366,7 @@ class _Integerizer:
                 const = _const_tree(self.g, rhs.args[0])
                 bias_d = None if const is None else Dequant(const, np.zeros(1, np.float32), np.zeros(1))
             if bias_d is None:
-                raise UnsupportedModelError(f"unrecognised ADD form before {var.name}.")
+                raise UnsupportedModelError(f"unrecognised ADD form.")
             bias, expr = bias_d.source.astype(np.int32).reshape(-1), lhs
         op = _op(expr)
         if op == "nn.conv2d":
@@ -365,7 +376,7 @@ class _Integerizer:
         if op == "nn.softmax":
             d = _dequant(self.g, expr.args[0])
             if d is None or d.is_const or int(expr.attrs.axis) not in (-1, len(out_shape) - 1):
-                raise UnsupportedModelError(f"softmax before {var.name} is not over the last axis of an int8 tensor.")
+                raise UnsupportedModelError(f"softmax is not over the last axis of an int8 tensor.")
             prim = int8_ops.softmax(_shape(d.source), d.scalar_scale, d.scalar_zp, 1.0, out_scale, out_zp)
             return self._call(self._name("softmax"), prim, [self._act(d.source)], out_shape, "SOFTMAX", 0)
         if op == "sigmoid":
@@ -383,13 +394,13 @@ class _Integerizer:
             return self._call(self._name("quantize"), prim, [self._act(expr)], out_shape, "QUANTIZE", 0)
         if op is None and isinstance(expr, relax.Var) and _dtype(expr) == "float32":
             raise UnsupportedModelError(f"QUANTIZE of the float tensor '{expr.name}' that is not a model input is not supported; edgemem quantizes float data only at the model's inputs.")
-        raise UnsupportedModelError(f"edgemem does not know the int8 form of '{op}' (before Relax binding {var.name}).")
+        raise UnsupportedModelError(f"edgemem does not know the int8 form of '{op}'.")
 
     def _logistic(self, var, expr, out_scale, out_zp):
         """LOGISTIC: a 256-byte table of TFLM's fixed-point results (kernels/logistic.py)."""
         d = _dequant(self.g, expr.args[0])
         if d is None or d.is_const or d.scale.size != 1:
-            raise UnsupportedModelError(f"LOGISTIC before {var.name} does not read one per-tensor int8 tensor.")
+            raise UnsupportedModelError(f"LOGISTIC does not read one per-tensor int8 tensor.")
         if out_zp != -128 or abs(out_scale * 256 - 1) > 1e-6:
             raise UnsupportedModelError(f"int8 LOGISTIC output quantized with scale {out_scale}, zero point {out_zp}; TFLite requires 1/256 and -128.")
         table = logistic.logistic_table(d.scalar_scale, d.scalar_zp)
@@ -500,7 +511,7 @@ class _Integerizer:
     def _mul(self, var, expr, out_scale, rq):
         d1, d2 = (_dequant(self.g, a) for a in expr.args)
         if d1 is None or d2 is None or (d1.is_const and d2.is_const):
-            raise UnsupportedModelError(f"MUL before {var.name} is not a product of dequantized int8 tensors.")
+            raise UnsupportedModelError(f"MUL is not a product of dequantized int8 tensors.")
         (a, a_shape), (b, b_shape) = self._operand(d1, "MUL"), self._operand(d2, "MUL")
         m, s = mul_multiplier(d1.scalar_scale, d2.scalar_scale, out_scale)
         out_shape = _shape(var)
@@ -510,7 +521,7 @@ class _Integerizer:
     def _mean(self, var, expr, out_scale, out_zp):
         d = _dequant(self.g, expr.args[0])
         if d is None or d.is_const:
-            raise UnsupportedModelError(f"MEAN before {var.name} is not over a dequantized int8 tensor.")
+            raise UnsupportedModelError(f"MEAN is not over a dequantized int8 tensor.")
         x_shape = _shape(d.source)
         axes = sorted({int(a) % len(x_shape) for a in expr.attrs.axis})
         count = int(np.prod([x_shape[a] for a in axes]))
@@ -522,10 +533,10 @@ class _Integerizer:
         parts = expr.args[0].fields if isinstance(expr.args[0], relax.Tuple) else None
         ds = [_dequant(self.g, p) for p in parts or []]
         if not ds or any(d is None or d.is_const for d in ds):
-            raise UnsupportedModelError(f"CONCATENATION before {var.name} is not of dequantized int8 activations.")
+            raise UnsupportedModelError(f"CONCATENATION is not of dequantized int8 activations.")
         for d in ds:
             if np.float32(d.scalar_scale) != np.float32(out_scale) or d.scalar_zp != out_zp:
-                raise UnsupportedModelError(f"CONCATENATION before {var.name} mixes quantizations (scale {d.scalar_scale} zero point {d.scalar_zp} vs output {out_scale}, {out_zp}); TFLite Micro requires one quantization for int8.")
+                raise UnsupportedModelError(f"CONCATENATION mixes quantizations (scale {d.scalar_scale} zero point {d.scalar_zp} vs output {out_scale}, {out_zp}); TFLite Micro requires one quantization for int8.")
         shapes = [_shape(d.source) for d in ds]
         axis = int(expr.attrs.axis) % len(shapes[0])
         prim = int8_ops.concatenation(shapes, axis)
@@ -535,7 +546,7 @@ class _Integerizer:
         """TFLite QUANTIZE from int8 to int8 (a change of scale/zero point)."""
         d = _dequant(self.g, expr)
         if d is None or d.is_const:
-            raise UnsupportedModelError(f"QUANTIZE before {var.name} does not read an int8 activation.")
+            raise UnsupportedModelError(f"QUANTIZE does not read an int8 activation.")
         m, s = rescale_multiplier(d.scalar_scale, out_scale)
         shape = _shape(var)
         prim = int8_ops.requantize(shape, d.scalar_zp, m, s, out_zp)
@@ -545,7 +556,7 @@ class _Integerizer:
         """DEQUANTIZE of an int8 activation into a float32 model output."""
         d = _dequant(self.g, var)
         if d is None or d.is_const or d.scale.size != 1:
-            raise UnsupportedModelError(f"model output {var.name} is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
+            raise UnsupportedModelError(f"the model output is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
         shape = _shape(var)
         prim = int8_ops.dequantize_float(shape, d.scalar_scale, d.scalar_zp)
         spec = {"builder": "dequantize_float", "shape": list(shape), "scale": float(d.scalar_scale), "zero_point": int(d.scalar_zp)}
@@ -556,7 +567,7 @@ class _Integerizer:
     def _pad(self, var, value):
         a = value.attrs
         if str(a.pad_mode) != "constant":
-            raise UnsupportedModelError(f"PAD mode {a.pad_mode} at {var.name} (TFLite PAD is constant).")
+            raise UnsupportedModelError(f"PAD mode {a.pad_mode} (TFLite PAD is constant).")
         widths = [int(w) for w in a.pad_width]
         pad_value = int(round(float(a.pad_value)))  # the zero point (PAD) or constant_values (PADV2)
         spec = {"builder": "pad", "x_shape": list(_shape(value.args[0])), "pad_before": widths[0::2],
@@ -574,7 +585,7 @@ class _Integerizer:
             full_strides[ax] = st
         for d, b, st, n in zip(x_shape, full_begin, full_strides, out_shape):
             if st <= 0 or (n > 0 and b + (n - 1) * st >= d):
-                raise UnsupportedModelError(f"STRIDED_SLICE at {var.name} (begin {begin}, strides {strides} on {x_shape}) is not supported: only positive strides.")
+                raise UnsupportedModelError(f"STRIDED_SLICE (begin {begin}, strides {strides} on {x_shape}) is not supported: only positive strides.")
         prim = int8_ops.strided_slice(x_shape, full_begin, full_strides, out_shape)
         return self._call(self._name("strided_slice"), prim, [self._act(value.args[0])], out_shape, "STRIDED_SLICE", 0)
 
@@ -586,7 +597,7 @@ class _Integerizer:
     def _resize(self, var, value):
         a = value.attrs
         if str(a.method) != "nearest_neighbor" or str(a.layout) != "NHWC":
-            raise UnsupportedModelError(f"resize at {var.name} ({a.method}, {a.layout}) on int8 data: only RESIZE_NEAREST_NEIGHBOR (NHWC).")
+            raise UnsupportedModelError(f"resize ({a.method}, {a.layout}) on int8 data: only RESIZE_NEAREST_NEIGHBOR (NHWC).")
         mode = str(a.coordinate_transformation_mode)
         align_corners, half_pixel = mode == "align_corners", mode == "half_pixel"
         x_shape, out_shape = _shape(value.args[0]), _shape(var)
@@ -600,10 +611,10 @@ class _Integerizer:
         """The frontend's integer avg pool: astype(int8, avg_pool2d(astype(int32, x)))."""
         pool = self.g.value(value.args[0])
         if _op(pool) != "nn.avg_pool2d":
-            raise UnsupportedModelError(f"int8 cast at {var.name} that is not an average pool.")
+            raise UnsupportedModelError(f"int8 cast that is not an average pool.")
         src = self.g.value(pool.args[0])
         if _op(src) != "astype":
-            raise UnsupportedModelError(f"average pool at {var.name} on a non-int8 input.")
+            raise UnsupportedModelError(f"average pool on a non-int8 input.")
         return self._pool(var, pool, src.args[0], "AVERAGE_POOL_2D")
 
     def _pool(self, var, pool, x_var, kind):
@@ -643,4 +654,9 @@ def integerize(mod: tvm.IRModule) -> tvm.IRModule:
     """Rewrite the frontend's QDQ main function into integer kernels, one per TFLite operator, as the
     file has them (memory passes such as PAD folding and in-place kernels come after, in passes/).
     Float-only graphs are not handled here (they have no quantize)."""
-    return _Integerizer(mod["main"], mod).run()
+    rewriter = _Integerizer(mod["main"], mod)
+    try:
+        return rewriter.run()
+    except UnsupportedModelError:
+        abandon(rewriter.bb)
+        raise

@@ -10,6 +10,7 @@ import tvm
 from tvm import relax
 
 from ..kernels.float_schedule import scalar_schedule
+from ..errors import UnsupportedModelError
 from .integerize import integerize
 
 
@@ -48,5 +49,29 @@ def _has_int8_kernels(mod: tvm.IRModule) -> bool:
     return any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs for f in mod.functions.values())
 
 
-def lower_to_kernels(mod: tvm.IRModule) -> tvm.IRModule:
-    return integerize(mod) if _has_quantize(mod) or _has_int8_kernels(mod) else float_kernels(mod)
+def lower_to_kernels(mod: tvm.IRModule, op_labels: dict | None = None) -> tvm.IRModule:
+    """One kernel call per operator. ``op_labels`` (the frontend's Relax var -> "operator #i NAME (output 'x')")
+    lets a refusal name the TFLite operator instead of a Relax variable."""
+    try:
+        return integerize(mod) if _has_quantize(mod) or _has_int8_kernels(mod) else float_kernels(mod)
+    except UnsupportedModelError as exc:
+        label = _operator_of(mod, getattr(exc, "relax_var", None), op_labels or {})
+        if label is None:
+            raise
+        raise UnsupportedModelError(f"{label}: {exc}") from exc
+
+
+def _operator_of(mod: tvm.IRModule, var, labels: dict) -> str | None:
+    """The TFLite operator a failing binding belongs to: its own label, else that of the first labelled binding
+    after it (the frontend binds an operator's intermediate values before its output)."""
+    if var is None:
+        return None
+    if var in labels:
+        return labels[var]
+    seen = False
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            seen = seen or b.var.same_as(var)
+            if seen and b.var in labels:
+                return labels[b.var]
+    return None

@@ -16,6 +16,16 @@ from tvm import relax
 from . import kernel_spec
 
 
+def abandon(bb: relax.BlockBuilder) -> None:
+    """End the blocks and function a failed rewrite left open: TVM's BlockBuilder warns on the terminal when
+    it is destroyed with open blocks, and a user must see edgemem's message only."""
+    for close in (bb._end_block, bb._exit_function_scope):  # noqa: SLF001  (no public way to abandon a scope)
+        try:
+            close()
+        except Exception:  # noqa: BLE001  (nothing was open at that level)
+            pass
+
+
 class Bindings:
     """``defs``: var -> value; ``readers``: var -> the vars whose values read it; ``outputs``: vars returned."""
 
