@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODEL ?= examples/kws_tiny_int8.tflite
 BOARD ?= stm32f746
 
-.PHONY: setup toolchain demo test clean
+.PHONY: setup toolchain demo test models clean
 
 setup: toolchain $(VENV)/.installed
 
@@ -27,6 +27,13 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/python -m pytest -q
+
+# The converter-made test models (tests/models/): TensorFlow's own converter in a venv of its own (dev-only:
+# tests and CI read the committed .tflite files and need no TensorFlow).
+TF_VENV ?= .venv-tf
+models:
+	test -x $(TF_VENV)/bin/python || ($(PYTHON) -m venv $(TF_VENV) && $(TF_VENV)/bin/pip install -q tensorflow-cpu==2.21.0)
+	for g in tests/models/gen_*.py; do $(TF_VENV)/bin/python $$g || exit 1; done
 
 clean:
 	rm -rf out build .pytest_cache
