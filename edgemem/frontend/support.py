@@ -26,18 +26,14 @@ class Unsupported:
         return f"operator #{self.index} {self.name} (output '{self.output}') on {self.operand_type}"
 
 
-def _frontend_ops() -> frozenset[str]:
+def frontend_operators(model) -> frozenset[str]:
+    """The operators TVM's TFLite frontend has a converter for (its table, read off a converter of this model)."""
     from tvm.relax.frontend.tflite import tflite_frontend as tf
 
-    conv = tf.OperatorConverter.__new__(tf.OperatorConverter)  # only to read its table of converters
-    try:
-        conv.__init__(None, None, None, None)
-    except Exception:  # noqa: BLE001  (the table is built before the model is read; anything after may fail)
-        pass
-    return frozenset(getattr(conv, "convert_map", {}))
+    return frozenset(tf.OperatorConverter(model, model.Subgraphs(0), None, None).convert_map)
 
 
-def is_supported(name: str, operand_type: str) -> bool:
+def is_supported(name: str, operand_type: str, frontend_ops: frozenset[str]) -> bool:
     from ..passes.integerize import SUPPORTED_INT8_OPS
     from .ops import registry
 
@@ -46,18 +42,8 @@ def is_supported(name: str, operand_type: str) -> bool:
     if operand_type == "int8":
         return name in SUPPORTED_INT8_OPS
     if operand_type in ("float32", "int32", "bool", "int64"):
-        return name in _frontend_op_names()
+        return name in frontend_ops
     return False
-
-
-_FRONTEND_OPS: frozenset[str] | None = None
-
-
-def _frontend_op_names() -> frozenset[str]:
-    global _FRONTEND_OPS
-    if _FRONTEND_OPS is None:
-        _FRONTEND_OPS = _frontend_ops()
-    return _FRONTEND_OPS
 
 
 def unsupported_operators(model, op_names: list[str]) -> list[Unsupported]:
@@ -65,11 +51,12 @@ def unsupported_operators(model, op_names: list[str]) -> list[Unsupported]:
     from .tflite_import import tensor_name
 
     sg = model.Subgraphs(0)
+    frontend_ops = frontend_operators(model)
     found = []
     for i, name in enumerate(op_names):
         op = sg.Operators(i)
         kind = operand_type(sg, op)
-        if not is_supported(name, kind):
+        if not is_supported(name, kind, frontend_ops):
             outs = [int(t) for t in indices(op.OutputsAsNumpy()) if t >= 0]
             found.append(Unsupported(i, name, kind, tensor_name(sg, outs[0]) if outs else "none"))
     return found
