@@ -183,3 +183,19 @@ def _converted():
 @pytest.mark.parametrize("path", _converted(), ids=lambda p: p.stem)
 def test_converted(path, tmp_path):
     check_model(path, tmp_path)
+
+
+@pytest.mark.parametrize("fn,c_name", [("abs", "fabsf"), ("exp", "expf"), ("log", "logf"), ("sqrt", "sqrtf"), ("sin", "sinf"),
+                                       ("cos", "cosf"), ("floor", "floorf"), ("ceil", "ceilf"), ("round", "nearbyintf"),
+                                       ("tanh", "tanhf"), ("exp2", "exp2f")])  # fmt: skip
+def test_c_math_functions(fn, c_name):
+    """Float math in a kernel prints the <math.h> float function (a float ABS used to end in 'tirx.fabs')."""
+    import tvm
+    from tvm import te
+
+    from edgemem.codegen.kernels_c import prim_funcs_to_c
+
+    x = te.placeholder((4,), "float32", name="x")
+    y = te.compute((4,), lambda i: getattr(tvm.tirx, fn)(x[i]), name="y")
+    src = prim_funcs_to_c({"k": te.create_prim_func([x, y])}).source
+    assert f"{c_name}(x[" in src and "#include <math.h>" in src
