@@ -70,7 +70,7 @@ INT8_CASES = {
     "RSQRT": [((0.02, -128), (0.05, -128)), ((0.5, -128), (0.004, -128)), ((1e-3, -128), (0.5, 0)), ((8.0, -128), (0.002, 127)),
               ((0.1, -128), (0.1, -50)), ((0.01, 0), (0.03, -128)), ((0.2, 100), (0.01, -128)), ((1e-5, -128), (1.0, -128))],
     "TANH": [((0.05, 3), (1 / 128, 0)), ((0.2, -128), (1 / 128, 0)), ((0.01, 127), (1 / 128, 0)), ((1e-4, 0), (1 / 128, 0)),
-             ((3.0, 10), (1 / 128, 0)), ((0.0625, 0), (1 / 128, 0))],
+             ((3.0, 10), (1 / 128, 0)), ((0.0625, 0), (1 / 128, 0)), ((20.0, 0), (1 / 128, 0)), ((1e-6, -7), (1 / 128, 0))],
     "ELU": [((0.05, 3), (0.04, -60)), ((0.1, -128), (0.05, -128)), ((0.03, 127), (0.02, 127)), ((1e-4, 0), (1e-4, 0)),
             ((5.0, -1), (5.0, -1)), ((0.02, 0), (0.01, -28))],
     "HARD_SWISH": [((0.05, 3), (0.04, -60)), ((0.1, -128), (0.05, -128)), ((0.03, 127), (0.02, 127)), ((1e-4, 0), (1e-4, 5)),
@@ -162,6 +162,18 @@ def test_int8_prelu(alpha_shape, alpha_q, in_q, out_q, tmp_path):
     alpha.flat[0] = -128
     alpha.flat[-1] = 127
     check_model(one_op("PRELU", (1, 4, 5, 3), in_q, out_q, alpha=alpha, alpha_q=alpha_q), tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float32])
+def test_prelu_alpha_input(dtype, tmp_path):
+    """alpha as a second model input (not a constant), broadcast per channel."""
+    mb = mm.ModelBuilder(description="edgemem PRELU alpha input")
+    q = (lambda s, z: mm.qparams([s], [z])) if dtype == np.int8 else (lambda s, z: None)
+    x = mb.tensor("x", (1, 4, 5, 3), dtype, q(0.05, 3))
+    alpha = mb.tensor("alpha", (1, 1, 3), dtype, q(0.01, -5))
+    y = mb.tensor("y", (1, 4, 5, 3), dtype, q(0.04, -20))
+    mb.op(mm.OP.PRELU, [x, alpha], [y])
+    check_model(mb.serialize([x, alpha], [y]), tmp_path)
 
 
 def test_float_leaky_relu_without_options(tmp_path):
