@@ -247,6 +247,29 @@ def _mark_float_consts(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.FloatImm, on_float)))
 
 
+# TIR math intrinsics TVM's C target has no lowering rule for (LowerIntrin leaves them as an
+# unresolved ``tirx.fabs`` call, which the C printer refuses): <math.h> functions of the same
+# meaning, ``f``-suffixed for float32 (fabsf, exp2f, fmodf) as TFLM's std::abs(float) etc. call.
+_C_MATH_INTRINSICS = {"tirx.fabs": "fabs", "tirx.exp2": "exp2", "tirx.fmod": "fmod"}
+
+
+def _lower_math_intrinsics(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``tirx.fabs(x)`` -> ``fabsf(x)`` (float32) / ``fabs(x)`` (float64), likewise exp2, fmod."""
+
+    def on_call(call):
+        base = _C_MATH_INTRINSICS.get(_op_name(call) or "")
+        if base is None:
+            return call
+        dtype = str(call.ty)
+        if dtype == "float32":
+            return tirx.call_pure_extern(dtype, base + "f", *call.args)
+        if dtype == "float64":
+            return tirx.call_pure_extern(dtype, base, *call.args)
+        raise KernelCodegenError(f"{_op_name(call)} on {dtype} has no plain C function")
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tvm.ir.Call, on_call)))
+
+
 def _plain_c_pipeline():
     """Factory for ``tvm.tirx.compilation_pipeline.register_tir_pipeline``."""
 
@@ -266,7 +289,13 @@ def _plain_c_pipeline():
 
         # LowerIntrin maps exp/floordiv/q_multiply_shift/... to C; it may create float consts,
         # so the marker pass runs after it.
-        return tvm.ir.transform.Sequential([tirx.transform.LowerIntrin(), _mark])
+        @tvm.transform.module_pass(opt_level=0, name="EdgememLowerMathIntrinsics")
+        def _math(mod, _ctx):
+            return tvm.IRModule(
+                {gv: _lower_math_intrinsics(f) for gv, f in mod.functions.items()}, attrs=mod.attrs
+            )
+
+        return tvm.ir.transform.Sequential([_math, tirx.transform.LowerIntrin(), _mark])
 
     def _finalize_device():
         return tvm.ir.transform.Sequential([])
