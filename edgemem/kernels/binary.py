@@ -42,11 +42,13 @@ def rescaled(v, offset: int, left_shift: int, multiplier: int, shift: int):
 
 
 def wrap_int32(fn: Callable):
-    """An int32 operation with two's-complement wrapping (TFLM's int32 ADD/SUB/MUL overflow wraps on every
-    target it runs on; C's signed overflow is undefined): computed on uint32, cast back."""
+    """An int32 operation with two's-complement wrapping (TFLM's int32 ADD/SUB/MUL wrap: WrappingMul and
+    friends; C's signed overflow is undefined): computed on int64, then narrowed. ``fn`` must keep its
+    int64 intermediates exact (a product of two int32 values, a sum of a few). Not on uint32: TVM's
+    analyzer takes a cast of an unsigned value as non-negative and drops a later clamp at 0."""
 
     def wrapped(*values):
-        return fn(*[v.astype("uint32") for v in values]).astype("int32")
+        return fn(*[v.astype("int64") for v in values]).astype("int32")
 
     return wrapped
 

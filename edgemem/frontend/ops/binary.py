@@ -99,6 +99,34 @@ def _f32(x) -> np.float32:
     return np.float32(x)
 
 
+def _from_kernel(ctx: OpContext, t) -> bool:
+    """Whether tensor ``t`` is the output of an edgemem kernel (a call_tir) already emitted."""
+    if ctx.is_const(t):
+        return False
+    expr = ctx.expr(t)
+    try:
+        bound = ctx.conv.bb.lookup_binding(expr)
+    except Exception:  # noqa: BLE001  (a model input or a constant: no binding)
+        return False
+    return bound is not None and getattr(getattr(bound, "op", None), "name", "") == "relax.call_tir"
+
+
+def _integer_model(ctx: OpContext) -> bool:
+    """Whether the model goes through integerize (it has int8 tensors): there only edgemem's kernels survive,
+    so an operator that TVM would import as plain Relax ops must be an edgemem kernel too."""
+    cached = getattr(ctx.conv, "_edgemem_has_int8", None)
+    if cached is None:
+        sg = ctx.conv.subgraph
+        cached = any(sg.Tensors(i).Type() == tflite.TensorType.INT8 for i in range(sg.TensorsLength()))
+        ctx.conv._edgemem_has_int8 = cached
+    return cached
+
+
+def _kernel_path(ctx: OpContext, tensors) -> bool:
+    """An edgemem kernel rather than TVM's Relax ops: in a model with int8 tensors, or fed by a kernel."""
+    return _integer_model(ctx) or any(_from_kernel(ctx, t) for t in tensors)
+
+
 # ---------------------------------------------------------------- SUB
 
 @lowering("SUB", types=("int8",))
@@ -184,10 +212,12 @@ def compare_int8(ctx: OpContext):
 
 # ---------------------------------------------------------------- SELECT_V2
 
-@lowering("SELECT_V2", types=("bool", "int8"))
+@lowering("SELECT_V2", types=("bool", "int8", "float32", "int32"))
 def select_v2(ctx: OpContext):
     c, x, z, y = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2], ctx.outputs[0]
     dtype = ctx.dtype(x)
+    if dtype != "int8" and not _kernel_path(ctx, ctx.inputs):
+        return ctx.conv.convert_select(ctx.op)  # TVM's where(), legalized in a float model
     _same_types(ctx, [c], "bool")
     _same_types(ctx, [z, y], dtype)
     if dtype not in ("int8", "float32", "int32"):
@@ -195,6 +225,32 @@ def select_v2(ctx: OpContext):
     ops = [_operand(ctx, c), _operand(ctx, x), _operand(ctx, z)]
     _check_broadcast(ctx, [o[1] for o in ops])
     return _emit(ctx, "SELECT_V2", ops, dtype, lambda vc, vx, vz: tirx.Select(vc, vx, vz))
+
+
+# ---------------------------------------------------------------- LOGICAL_*
+
+_LOGICAL = {
+    "LOGICAL_AND": lambda x, y: tirx.And(x, y),
+    "LOGICAL_OR": lambda x, y: tirx.Or(x, y),
+    "LOGICAL_NOT": lambda x: tirx.Not(x),
+}
+
+
+@lowering(*_LOGICAL, types=("bool",))
+def logical(ctx: OpContext):
+    """bool -> bool; TVM's Relax ops in a float model, an edgemem kernel where the model is integerized
+    (a comparison of int8 tensors feeding it)."""
+    _same_types(ctx, [*ctx.inputs, ctx.outputs[0]], "bool")
+    if not _kernel_path(ctx, ctx.inputs):
+        from tvm import relax
+
+        if ctx.name == "LOGICAL_NOT":
+            return ctx.conv.convert_logical_not(ctx.op)
+        relax_op = relax.op.logical_and if ctx.name == "LOGICAL_AND" else relax.op.logical_or
+        return ctx.conv._convert_logical_binary(relax_op, ctx.op)
+    ops = [_operand(ctx, t) for t in ctx.inputs]
+    _check_broadcast(ctx, [o[1] for o in ops])
+    return _emit(ctx, ctx.name, ops, "bool", _LOGICAL[ctx.name])
 
 
 # ---------------------------------------------------------------- ADD_N
@@ -238,15 +294,28 @@ def int32_wrapping(ctx: OpContext):
     _check_broadcast(ctx, [ops[0][1], ops[1][1]])
 
     if ctx.name == "SQUARED_DIFFERENCE":
-        def raw(va, vb):
-            d = va - vb
+        def raw(va, vb, narrow=lambda d: d.astype("int32").astype("int64")):
+            d = narrow(va - vb)  # TFLM's int32 difference wraps first, then the square
             return d * d
     else:
         raw = {"ADD": lambda va, vb: va + vb, "SUB": lambda va, vb: va - vb, "MUL": lambda va, vb: va * vb}[ctx.name]
     wrapped = K.wrap_int32(raw)
+    full = (lo, hi) == _int32_range("NONE")
+
+    if not _kernel_path(ctx, [a, b]):  # a float/int32 model: Relax ops on int64, legalized by TVM
+        from tvm import relax
+
+        ea, eb = (ctx.expr(t) for t in (a, b))
+        wide = [relax.op.astype(e, "int64") for e in (ea, eb)]
+        if ctx.name == "SQUARED_DIFFERENCE":
+            d = relax.op.astype(relax.op.astype(wide[0] - wide[1], "int32"), "int64")
+            v = relax.op.astype(d * d, "int32")
+        else:
+            v = relax.op.astype(raw(*wide), "int32")
+        return v if full else relax.op.clip(v, lo, hi)
 
     def fn(va, vb):
         v = wrapped(va, vb)
-        return v if (lo, hi) == _int32_range("NONE") else K.clamp(v, lo, hi, "int32")
+        return v if full else K.clamp(v, lo, hi, "int32")
 
     return _emit(ctx, ctx.name, ops, "int32", fn)
