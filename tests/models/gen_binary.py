@@ -61,7 +61,7 @@ MODELS = [
     ("SQUARED_DIFFERENCE", "bcast-chan", lambda: two(S, (8,), tf.math.squared_difference), ALL),
     ("SQUARED_DIFFERENCE", "const", lambda: one(S, lambda x: tf.math.squared_difference(x, C8)), ALL),
     # DIV
-    ("DIV", "same", lambda: two(S, S, lambda a, b: a / (tf.abs(b) + 0.5)), ALL),
+    ("DIV", "same", lambda: two(S, S, lambda a, b: a / (b * b + 0.5)), ALL),
     ("DIV", "two-inputs", lambda: two(S, (8,), lambda a, b: tf.divide(a, b)), F),
     ("DIV", "relu", lambda: two(S, S, lambda a, b: tf.nn.relu(tf.divide(a, b))), F),
     # MAXIMUM / MINIMUM
@@ -75,7 +75,7 @@ MODELS = [
     # ADD_N
     ("ADD_N", "add-n4", lambda: one(S, lambda x: tf.add_n([x, x * 0.5, tf.nn.relu(x), x * x])), ALL),
     # FLOOR_DIV / FLOOR_MOD
-    ("FLOOR_DIV", "same", lambda: two(S, S, lambda a, b: tf.math.floordiv(a * 4.0, tf.abs(b) + 0.5)), ALL),
+    ("FLOOR_DIV", "same", lambda: two(S, S, lambda a, b: tf.math.floordiv(a * 4.0, b * b + 0.5)), ALL),
     ("FLOOR_DIV", "const", lambda: one(S, lambda x: tf.math.floordiv(x * 4.0, POS8)), F),
     ("FLOOR_MOD", "same", lambda: two(S, S, lambda a, b: tf.math.floormod(a * 4.0, b)), ALL),
     ("FLOOR_MOD", "const", lambda: one(S, lambda x: tf.math.floormod(x * 4.0, -POS8)), F),

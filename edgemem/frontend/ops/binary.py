@@ -5,7 +5,7 @@ Every kernel reads its operands through numpy broadcasting (TFLM's Broadcast*Slo
 for every broadcast TFLite allows). The int8 arithmetic is TFLM's, multipliers computed as its Prepare does
 them (float32 or double, which matters on ties):
 - SUB: both inputs shifted left 20, rescaled to twice the larger input scale, subtracted, rescaled to the
-  output; unlike ADD, TFLM computes SUB's real multipliers as float32 quotients before widening them.
+  output (multipliers in double, as the tflite_micro package computes them).
 - SQUARED_DIFFERENCE: the same with a left shift of 7, the difference squared, then QuantizeMultiplier of
   (2 max scale)^2 / (2^14 out_scale) in double.
 - comparisons: each input shifted left 8 and multiplied by its own scale (QuantizeMultiplierSmallerThanOneExp
@@ -15,7 +15,9 @@ them (float32 or double, which matters on ties):
 - MAXIMUM / MINIMUM / SELECT_V2: the raw int8 values (TFLM ignores the quantization).
 - DIV: TFLM's DivElementwise (a reciprocal of the divisor in Q31, the dividend normalised by its leading
   sign bits): both operands are int8, so it is computed here in Python for every (dividend, divisor) pair
-  of values the kernel can meet and read from a table, per divisor value when the divisor is a constant.
+  of values the kernel can meet and read from a table: 256 bytes per divisor element when the divisor is a
+  constant, 64 KB of flash (256 x 256) when it is a tensor. It reproduces TFLM's x86 build (the oracle) also
+  where TFLM's C++ is undefined (see kernels/binary.py), checked on all pairs.
 Float32 operators and the int32/bool ones without overflow go through TVM's converter (checked against TFLM).
 """
 
@@ -136,10 +138,12 @@ def sub_int8(ctx: OpContext):
     (s1, z1), (s2, z2), (so, zo) = _i8(ctx, a, "first input"), _i8(ctx, b, "second input"), _i8(ctx, y, "output")
     act_min, act_max = _activation_range(_fused_activation(ctx, tflite.SubOptions), so, zo)
     left = 20
-    twice = _f32(2) * max(_f32(s1), _f32(s2))  # float32, as TFLM's CalculateOpDataSub
-    m1, sh1 = _smaller_than_one(ctx, float(_f32(s1) / twice), "first input")
-    m2, sh2 = _smaller_than_one(ctx, float(_f32(s2) / twice), "second input")
-    mo, sho = _smaller_than_one(ctx, float(twice / (_f32(1 << left) * _f32(so))), "output")
+    # In double, as ADD: the TFLM source's sub_common.cc now divides in float32, but the TFLM build edgemem
+    # is checked against (the tflite_micro package) rounds as double (all 65536 pairs compared).
+    twice = 2.0 * float(max(_f32(s1), _f32(s2)))
+    m1, sh1 = _smaller_than_one(ctx, float(_f32(s1)) / twice, "first input")
+    m2, sh2 = _smaller_than_one(ctx, float(_f32(s2)) / twice, "second input")
+    mo, sho = _smaller_than_one(ctx, twice / ((1 << left) * float(_f32(so))), "output")
     ops = [_operand(ctx, a), _operand(ctx, b)]
     _check_broadcast(ctx, [ops[0][1], ops[1][1]])
 
@@ -170,6 +174,33 @@ def squared_difference_int8(ctx: OpContext):
         return K.clamp_to_int8(multiply_by_quantized_multiplier(diff * diff, mo, sho) + zo, -128, 127)
 
     return _emit(ctx, "SQUARED_DIFFERENCE", ops, "int8", fn)
+
+
+# ---------------------------------------------------------------- DIV
+
+@lowering("DIV", types=("int8",))
+def div_int8(ctx: OpContext):
+    a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    _same_types(ctx, [b, y], "int8")
+    (s1, z1), (s2, z2), (so, zo) = _i8(ctx, a, "first input"), _i8(ctx, b, "second input"), _i8(ctx, y, "output")
+    act_min, act_max = _activation_range(_fused_activation(ctx, tflite.DivOptions), so, zo)
+    # double: the TFLM source divides float32 scales, its package build (the oracle) rounds as double
+    multiplier, shift = quantize_multiplier(float(_f32(s1)) / (float(_f32(s2)) * float(_f32(so))))
+    a_arg, a_shape, _ = _operand(ctx, a)
+    b_arg, b_shape, _ = _operand(ctx, b)
+    _check_broadcast(ctx, [a_shape, b_shape])
+    b_value = ctx.value(b)
+    divisors = list(range(-128, 128)) if b_value is None else [int(v) for v in np.asarray(b_value).reshape(-1)]
+    table = K.div_table(z1, z2, zo, multiplier, shift, act_min, act_max, divisors)
+    if table is None:
+        ctx.refuse(f"its quantization (output multiplier shift {shift}) takes TFLite Micro's int8 DIV outside the shifts it computes.")
+    out_shape = ctx.shape(y) or (1,)
+    if b_value is None:
+        prim, args = K.div_lookup(a_shape, b_shape, out_shape, False), [a_arg, b_arg, table]
+    else:
+        prim, args = K.div_lookup(a_shape, b_shape, out_shape, True), [a_arg, table.reshape(*b_shape, 256)]
+    result = ctx.emit("DIV", prim, args, out_shape, "int8")
+    return result if ctx.shape(y) else ctx.reshape(result, ())
 
 
 # ---------------------------------------------------------------- MAXIMUM / MINIMUM
