@@ -1,5 +1,11 @@
-"""Binary (and n-ary elementwise) operators: SUB, SQUARED_DIFFERENCE, DIV, MAXIMUM, MINIMUM, ADD_N, the
-comparisons, SELECT_V2 on int8, and the int32 ADD / SUB / MUL / SQUARED_DIFFERENCE (two's-complement wrapping).
+"""Binary (and n-ary elementwise) operators on int8: SUB, SQUARED_DIFFERENCE, DIV, MAXIMUM, MINIMUM, ADD_N, the
+comparisons (bool out), SELECT_V2; the int32 ADD / SUB / MUL / SQUARED_DIFFERENCE (two's-complement wrapping,
+as TFLM); LOGICAL_AND / OR / NOT and float SELECT_V2 as kernels where the model is integerized.
+
+A model with int8 tensors goes through passes/integerize.py, which keeps only edgemem's kernels (call_tir):
+there, every operator of this family is an edgemem kernel, also on bool / float32 / int32 operands. In a
+float model they are left to TVM's converter (Relax ops it legalizes), except the int32 wrapping ones,
+written as Relax ops on int64.
 
 Every kernel reads its operands through numpy broadcasting (TFLM's Broadcast*Slow give the same element
 for every broadcast TFLite allows). The int8 arithmetic is TFLM's, multipliers computed as its Prepare does
@@ -73,7 +79,7 @@ def _check_broadcast(ctx: OpContext, shapes):
         got = np.broadcast_shapes(*[tuple(s) for s in shapes])
     except ValueError:
         ctx.refuse(f"its input shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast.")
-    if tuple(got) != tuple(out_shape) and int(np.prod(got)) != int(np.prod(out_shape or (1,))):
+    if tuple(got) != tuple(out_shape) and not (int(np.prod(got)) == 1 == int(np.prod(out_shape or (1,)))):
         ctx.refuse(f"its output shape {list(out_shape)} is not the broadcast of its inputs {list(got)}.")
 
 
