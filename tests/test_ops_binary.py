@@ -213,7 +213,14 @@ def _run_with_inputs(model: bytes, tmp_path: Path, inputs: list[np.ndarray]):
     _run(model, tmp_path, lambda path: [inputs])
 
 
-@pytest.mark.parametrize("params", [(4 / 255, 3, 10 / 255, -20, 8 / 255, 5, ACT.NONE), (0.1, 0, 0.003, 10, 0.01, -3, ACT.RELU)], ids=["shift4", "shift12-relu"])
+DIV_PARAMS = {
+    "shift4": (4 / 255, 3, 10 / 255, -20, 8 / 255, 5, ACT.NONE),
+    "shift12-relu": (0.1, 0, 0.003, 10, 0.01, -3, ACT.RELU),
+    "shift-3-zp-edges": (0.01, 127, 0.05, -128, 2.0, -128, ACT.NONE),
+}
+
+
+@pytest.mark.parametrize("params", DIV_PARAMS.values(), ids=DIV_PARAMS.keys())
 def test_int8_div_exhaustive(params, tmp_path):
     """Every (dividend, divisor) int8 pair, the divisor's zero point and the small-over-large quotients where
     TFLM's shifts leave C's defined range included."""

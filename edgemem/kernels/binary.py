@@ -71,7 +71,17 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------- DIV: TFLM's int8 arithmetic, in Python
+# ---------------------------------------------------------------- DIV: TFLM's int8 arithmetic
+#
+# TFLM's DivElementwise per element: v1 = q1 - zp1, v2 = q2 - zp2 (both negated when v2 < 0); the reciprocal
+# of v2 (GetReciprocal: gemmlowp's one_over_one_plus_x_for_x_in_0_1 on v2 normalised, with its shift); v1
+# normalised by its leading sign bits, times the reciprocal (SaturatingRoundingDoublingHighMul), times the
+# output multiplier, then RoundingDivideByPOT by recip_shift + headroom - out_shift, plus the output zero point.
+# Where that C++ is undefined, edgemem reproduces what TFLM's x86 build (the oracle) computes, checked against
+# it on all 65536 pairs: a divisor at its zero point (only DCHECKed: clz(0) = 32, x << 32 taken as x << 0) and
+# exponents 32..63, common for a small dividend over a large divisor (the mask (1ll << e) - 1 narrows to -1,
+# so the remainder is x and the threshold -1 + (x < 0); x86's sar takes the count modulo 32). An Arm build of
+# TFLM gives other values in those cases.
 
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 
@@ -88,22 +98,6 @@ def _srdhm(a: int, b: int) -> int:
     num = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
     q = abs(num) >> 31  # C's division truncates toward zero
     return q if num >= 0 else -q
-
-
-def _rdbpot(x: int, exponent: int) -> int:
-    """gemmlowp's RoundingDivideByPOT, exponent in [0, 31]."""
-    mask = (1 << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
-    return (x >> exponent) + (1 if remainder > threshold else 0)
-
-
-def _rdbpot_over_31(x: int, exponent: int) -> int:
-    """RoundingDivideByPOT past its range (32 <= exponent < 64), as TFLM's x86 build runs it: the mask
-    (1ll << e) - 1 narrowed to int32 is -1, so the remainder is x and the threshold -1 + (x < 0); the int32
-    shift by e >= 32 (undefined in C) is what x86 does."""
-    shifted = x >> (exponent & 31)  # x86's sar takes the count modulo 32
-    return shifted + (1 if x > -1 + (1 if x < 0 else 0) else 0)
 
 
 def _sat_shift_left(x: int, exponent: int) -> int:
@@ -141,66 +135,58 @@ def _leading_sign_bits(x: int) -> int:
     return 31 - (x if x >= 0 else ~x).bit_length()
 
 
-def div_int8_value(q1: int, q2: int, in1_zp: int, in2_zp: int, out_zp: int, multiplier: int, shift: int, act_min: int, act_max: int) -> int | None:
-    """TFLM's DivElementwise for one int8 pair, as its x86 build computes it (the oracle) also where its C++
-    is undefined: a divisor at its zero point (only DCHECKed) and a RoundingDivideByPOT by 32..63 (a small
-    dividend over a large divisor, common: x86 takes shift counts modulo 32; an Arm build of TFLM gives
-    other values there). Checked against TFLM on all 65536 pairs. None for a shift past 63 or below 0."""
-    v1, v2 = q1 - in1_zp, q2 - in2_zp
-    if v2 < 0:
-        v1, v2 = -v1, -v2
-    if v2 == 0:  # TFLM only DCHECKs this; its x86 build: clz(0) = 32, a shift by 32 taken modulo 32
-        inv, recip_shift = _one_over_one_plus_x(_I32_MIN), -1
-    else:
-        inv, recip_shift = _reciprocal(v2)
-    headroom = _leading_sign_bits(v1)
-    unscaled = _srdhm(_wrap32(v1 * (1 << headroom)), inv)
-    total_shift = shift - recip_shift - headroom
-    exponent = -total_shift
-    if exponent < 0:
+def div_operand_tables(in1_zp: int, in2_zp: int, out_shift: int):
+    """Per raw int8 value tables for ``div_int8``: for the divisor (reciprocal significand int32, its shift
+    int32, whether the signs flip int8) and for the dividend (CountLeadingSignBits of v and of -v, int32);
+    None when some pair needs a RoundingDivideByPOT exponent outside [0, 63]."""
+    inv = np.empty(256, np.int32)
+    rshift = np.empty(256, np.int32)
+    flip = np.empty(256, np.int8)
+    for i, q2 in enumerate(range(-128, 128)):
+        v2 = q2 - in2_zp
+        flip[i] = v2 < 0
+        v2 = abs(v2)
+        inv[i], rshift[i] = (_one_over_one_plus_x(_I32_MIN), -1) if v2 == 0 else _reciprocal(v2)
+    v1 = np.arange(-128, 128) - in1_zp
+    lsb_pos = np.array([_leading_sign_bits(int(v)) for v in v1], np.int32)
+    lsb_neg = np.array([_leading_sign_bits(int(-v)) for v in v1], np.int32)
+    heads = np.concatenate([lsb_pos, lsb_neg])
+    lo = int(rshift.min()) + int(heads.min()) - out_shift
+    hi = int(rshift.max()) + int(heads.max()) - out_shift
+    if lo < 0 or hi > 63:
         return None
-    y = _srdhm(unscaled, multiplier)
-    if exponent <= 31:
-        raw = out_zp + _rdbpot(y, exponent)
-    elif exponent < 64:
-        raw = out_zp + _rdbpot_over_31(y, exponent)
-    else:
-        return None
-    return min(act_max, max(act_min, raw))
+    return inv, rshift, flip, lsb_pos, lsb_neg
 
 
-def div_table(in1_zp, in2_zp, out_zp, multiplier, shift, act_min, act_max, divisors) -> np.ndarray | None:
-    """int8 quotients for every dividend (columns, value + 128) and each of ``divisors`` (raw int8 values,
-    rows), or None when some pair needs a shift TFLM's arithmetic has no result for (refuse the model)."""
-    table = np.empty((len(divisors), 256), np.int8)
-    for r, q2 in enumerate(divisors):
-        for c in range(256):
-            v = div_int8_value(c - 128, int(q2), in1_zp, in2_zp, out_zp, multiplier, shift, act_min, act_max)
-            if v is None:
-                return None
-            table[r, c] = v
-    return table
-
-
-def div_lookup(a_shape, b_shape, out_shape, b_const: bool):
-    """out = table[row, a + 128]: row = b + 128 for a divisor tensor (table 256 x 256), or the divisor's own
-    (broadcast) index for a constant divisor (table b_shape x 256)."""
+def div_int8(a_shape, b_shape, out_shape, in1_zp, multiplier, shift, out_zp, act_min, act_max):
+    """int8 DIV (TFLM's DivElementwise, its x86 build also where its C++ is undefined) from per-value tables
+    (``div_operand_tables``): ~1.8 KB of flash whatever the tensors."""
     out_shape = tuple(int(d) for d in out_shape)
     rank = len(out_shape)
     a = te.placeholder(tuple(a_shape), "int8", name="a")
-    holders = [a]
-    if b_const:
-        table = te.placeholder((*b_shape, 256), "int8", name="table")
-    else:
-        b = te.placeholder(tuple(b_shape), "int8", name="b")
-        table = te.placeholder((256, 256), "int8", name="table")
-        holders.append(b)
+    b = te.placeholder(tuple(b_shape), "int8", name="b")
+    inv = te.placeholder((256,), "int32", name="inv")
+    rshift = te.placeholder((256,), "int32", name="rshift")
+    flip = te.placeholder((256,), "int8", name="flip")
+    lsb_pos = te.placeholder((256,), "int32", name="lsb_pos")
+    lsb_neg = te.placeholder((256,), "int32", name="lsb_neg")
+    i64 = lambda v: tirx.const(v, "int64")  # noqa: E731
 
     def out_fn(*idx):
-        col = a[broadcast_index(idx, tuple(a_shape), rank)].astype("int32") + 128
-        if b_const:
-            return table[(*broadcast_index(idx, tuple(b_shape), rank), col)]
-        return table[b[broadcast_index(idx, tuple(b_shape), rank)].astype("int32") + 128, col]
+        ia = a[broadcast_index(idx, tuple(a_shape), rank)].astype("int32") + 128
+        ib = b[broadcast_index(idx, tuple(b_shape), rank)].astype("int32") + 128
+        flipped = flip[ib] != tirx.const(0, "int8")
+        v1 = (ia - 128 - in1_zp).astype("int64")
+        v1 = tirx.Select(flipped, i64(0) - v1, v1)
+        head = tirx.Select(flipped, lsb_neg[ia], lsb_pos[ia])
+        normalised = v1 * (i64(1) << head.astype("int64"))  # fits int32: head is v1's redundant sign bits
+        unscaled = saturating_rounding_doubling_high_mul(normalised, inv[ib])
+        y = saturating_rounding_doubling_high_mul(unscaled, multiplier)
+        e = rshift[ib] + head - shift
+        in_range = rounding_divide_by_pot(y, tirx.Min(e, tirx.const(31, "int32")))
+        past = ((y >> (e & 31).astype("int64")) + tirx.Select(y >= i64(0), i64(1), i64(0))).astype("int32")
+        raw = tirx.Select(e <= 31, in_range, past) + out_zp
+        return clamp_to_int8(raw, act_min, act_max)
 
     out = te.compute(out_shape, out_fn, name="out")
-    return te.create_prim_func([*holders, table, out])
+    return te.create_prim_func([a, b, inv, rshift, flip, lsb_pos, lsb_neg, out])

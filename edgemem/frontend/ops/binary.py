@@ -20,10 +20,10 @@ them (float32 or double, which matters on ties):
   starts from the rescaled *input offset* (-zero point), not from 0, and so does ours.
 - MAXIMUM / MINIMUM / SELECT_V2: the raw int8 values (TFLM ignores the quantization).
 - DIV: TFLM's DivElementwise (a reciprocal of the divisor in Q31, the dividend normalised by its leading
-  sign bits): both operands are int8, so it is computed here in Python for every (dividend, divisor) pair
-  of values the kernel can meet and read from a table: 256 bytes per divisor element when the divisor is a
-  constant, 64 KB of flash (256 x 256) when it is a tensor. It reproduces TFLM's x86 build (the oracle) also
-  where TFLM's C++ is undefined (see kernels/binary.py), checked on all pairs.
+  sign bits): the divisor's reciprocal and shift and the dividend's leading sign bits come from tables over
+  the 256 int8 values (computed in Python with gemmlowp's Newton-Raphson, ~1.8 KB of flash), the rest in
+  the kernel. It reproduces TFLM's x86 build (the oracle) also where TFLM's C++ is undefined (a divisor at
+  its zero point; RoundingDivideByPOT by 32..63, see kernels/binary.py), checked on all 65536 pairs.
 Float32 operators and the int32/bool ones without overflow go through TVM's converter (checked against TFLM).
 """
 
@@ -192,20 +192,14 @@ def div_int8(ctx: OpContext):
     act_min, act_max = _activation_range(_fused_activation(ctx, tflite.DivOptions), so, zo)
     # double: the TFLM source divides float32 scales, its package build (the oracle) rounds as double
     multiplier, shift = quantize_multiplier(float(_f32(s1)) / (float(_f32(s2)) * float(_f32(so))))
-    a_arg, a_shape, _ = _operand(ctx, a)
-    b_arg, b_shape, _ = _operand(ctx, b)
+    (a_arg, a_shape, _), (b_arg, b_shape, _) = _operand(ctx, a), _operand(ctx, b)
     _check_broadcast(ctx, [a_shape, b_shape])
-    b_value = ctx.value(b)
-    divisors = list(range(-128, 128)) if b_value is None else [int(v) for v in np.asarray(b_value).reshape(-1)]
-    table = K.div_table(z1, z2, zo, multiplier, shift, act_min, act_max, divisors)
-    if table is None:
+    tables = K.div_operand_tables(z1, z2, shift)
+    if tables is None:
         ctx.refuse(f"its quantization (output multiplier shift {shift}) takes TFLite Micro's int8 DIV outside the shifts it computes.")
     out_shape = ctx.shape(y) or (1,)
-    if b_value is None:
-        prim, args = K.div_lookup(a_shape, b_shape, out_shape, False), [a_arg, b_arg, table]
-    else:
-        prim, args = K.div_lookup(a_shape, b_shape, out_shape, True), [a_arg, table.reshape(*b_shape, 256)]
-    result = ctx.emit("DIV", prim, args, out_shape, "int8")
+    prim = K.div_int8(a_shape, b_shape, out_shape, z1, multiplier, shift, zo, act_min, act_max)
+    result = ctx.emit("DIV", prim, [a_arg, b_arg, *tables], out_shape, "int8")
     return result if ctx.shape(y) else ctx.reshape(result, ())
 
 
