@@ -111,6 +111,14 @@ class MB(mm.ModelBuilder):
             return len(self.tensors) - 1
         return super().tensor(name, shape, dtype, quant, signature, variable)
 
+    def const(self, name, array, quant=None):
+        array = np.ascontiguousarray(array)
+        if array.dtype != np.bool_:
+            return super().const(name, array, quant)
+        self.buffers.append(array.astype(np.uint8).tobytes())
+        self.tensors.append(mm._Tensor(name, tuple(array.shape), tflite.TensorType.BOOL, len(self.buffers) - 1, quant))
+        return len(self.tensors) - 1
+
 
 def _opts(name: str, act=None):
     def fn(b):
@@ -286,7 +294,20 @@ def test_select_v2(dtype, shapes, tmp_path):
     check_model(select_model(dtype, *shapes, quant), tmp_path)
 
 
-LOGICAL = {"and": OP.LOGICAL_AND, "or": OP.LOGICAL_OR}
+@pytest.mark.parametrize("dtype", [np.int8, np.float32], ids=lambda d: np.dtype(d).name)
+def test_select_v2_const_condition(dtype, tmp_path):
+    """A constant bool condition (flash) and a LOGICAL_OR with a constant bool operand."""
+    quant = q(0.05, -3) if dtype == np.int8 else None
+    mb = MB()
+    cond = mb.const("cond", np.array([[True], [False], [True]]))
+    mask = mb.const("mask", np.array([False, True, False, False]))
+    c = mb.tensor("c", (3, 4), BOOL)
+    mb.op(OP.LOGICAL_OR, [cond, mask], [c])
+    x = mb.tensor("x", (2, 3, 4), dtype, quant)
+    z = mb.tensor("z", (4,), dtype, quant)
+    y = mb.tensor("y", (2, 3, 4), dtype, quant)
+    mb.op(OP.SELECT_V2, [c, x, z], [y])
+    check_model(mb.serialize([x, z], [y]), tmp_path)
 
 
 @pytest.mark.parametrize("name", ["and", "or", "not", "equal", "not_equal"])
