@@ -59,17 +59,6 @@ def clamp(v, lo, hi, dtype: str):
     return tirx.Min(tirx.Max(v, tirx.const(lo, dtype)), tirx.const(hi, dtype))
 
 
-__all__ = [
-    "broadcast_index",
-    "clamp",
-    "clamp_to_int8",
-    "elementwise",
-    "rescaled",
-    "rounding_divide_by_pot",
-    "saturating_rounding_doubling_high_mul",
-    "wrap_int32",
-]
-
 
 # ---------------------------------------------------------------- DIV: TFLM's int8 arithmetic
 #

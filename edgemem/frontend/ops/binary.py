@@ -34,7 +34,7 @@ import tflite
 from tvm import tirx
 
 from ...kernels import binary as K
-from ...kernels.fixed_point import multiply_by_quantized_multiplier, quantize_multiplier
+from ...kernels.fixed_point import clamp_to_int8, multiply_by_quantized_multiplier, quantize_multiplier
 from ...passes.integerize import _activation_range
 from .registry import OpContext, lowering
 
@@ -155,7 +155,7 @@ def sub_int8(ctx: OpContext):
 
     def fn(va, vb):
         diff = K.rescaled(va, -z1, left, m1, sh1) - K.rescaled(vb, -z2, left, m2, sh2)
-        return K.clamp_to_int8(multiply_by_quantized_multiplier(diff, mo, sho) + zo, act_min, act_max)
+        return clamp_to_int8(multiply_by_quantized_multiplier(diff, mo, sho) + zo, act_min, act_max)
 
     return _emit(ctx, "SUB", ops, "int8", fn)
 
@@ -177,7 +177,7 @@ def squared_difference_int8(ctx: OpContext):
 
     def fn(va, vb):
         diff = K.rescaled(va, -z1, left, m1, sh1) - K.rescaled(vb, -z2, left, m2, sh2)
-        return K.clamp_to_int8(multiply_by_quantized_multiplier(diff * diff, mo, sho) + zo, -128, 127)
+        return clamp_to_int8(multiply_by_quantized_multiplier(diff * diff, mo, sho) + zo, -128, 127)
 
     return _emit(ctx, "SQUARED_DIFFERENCE", ops, "int8", fn)
 
@@ -305,7 +305,7 @@ def add_n_int8(ctx: OpContext):
         acc = K.rescaled(tirx.const(0, "int32"), -z, left, mi, shi)  # TFLM starts from the rescaled offset
         for v in values:
             acc = acc + K.rescaled(v, -z, left, mi, shi)
-        return K.clamp_to_int8(multiply_by_quantized_multiplier(acc, mo, sho) + zo, -128, 127)
+        return clamp_to_int8(multiply_by_quantized_multiplier(acc, mo, sho) + zo, -128, 127)
 
     return _emit(ctx, "ADD_N", ops, "int8", fn)
 
