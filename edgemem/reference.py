@@ -136,7 +136,7 @@ def seeded_inputs(model_path, seed: int) -> list[np.ndarray]:
             a = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
         else:
             a = rng.standard_normal(size=shape).astype(dtype)
-        arrays.append(np.ascontiguousarray(a))
+        arrays.append(np.ascontiguousarray(a).reshape(shape))  # ascontiguousarray makes a 0-d input 1-d
     return arrays
 
 
@@ -194,7 +194,7 @@ def _check_inputs(model_path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
             raise ValueError(
                 f"input {name!r}: expected {dtype}{list(shape)}, got {a.dtype}{list(a.shape)}"
             )
-        out.append(np.ascontiguousarray(a))
+        out.append(np.ascontiguousarray(a).reshape(shape))  # ascontiguousarray makes a 0-d array 1-d
     return out
 
 

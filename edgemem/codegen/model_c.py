@@ -16,7 +16,8 @@ from ..ir.graph import OpGraph
 from .kernels_c import CKernels, prim_funcs_to_c
 from .templates import render
 
-_CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float"}
+_CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float",
+           "bool": "uint8_t"}  # bool: one byte 0/1 as TFLite stores it; passed to kernels cast to bool *
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ def _weight_symbol(name: str) -> str:
 
 def _c_values(arr: np.ndarray) -> str:
     flat = arr.reshape(-1)
+    if flat.dtype == np.bool_:
+        flat = flat.astype(np.uint8)
     if flat.dtype == np.float32:
         items = [float(v).hex() + "f" for v in flat.tolist()]  # hex floats: exact, no rounding
     else:
@@ -79,7 +82,7 @@ def _states(graph: OpGraph) -> list[dict]:
 def _pointer(graph: OpGraph, placements: dict, name: str, ctype: str, const: bool) -> str:
     t = graph.tensors[name]
     if t.is_const:
-        return _weight_symbol(name)
+        return f"(const {ctype} *){_weight_symbol(name)}" if t.dtype == "bool" else _weight_symbol(name)
     if t.kind == "state":
         return _state_symbol(name)
     pool, offset = placements[t.storage]

@@ -1,0 +1,134 @@
+"""Converter-made models of the binary family (dev-only: run with the TensorFlow venv,
+`/work/tfvenv/bin/python tests/models/gen_binary.py [FILTER]`): SUB, SQUARED_DIFFERENCE, DIV, MAXIMUM, MINIMUM,
+ADD_N, FLOOR_DIV, FLOOR_MOD, the comparisons, LOGICAL_*, SELECT_V2, and float ADD/MUL with broadcasting and
+fused activations; int8 (int8 and float edges) and float32. Writes
+tests/models/ops/<OPNAME>-<variant>-<int8|iofloat-int8|float32>.tflite and prints each model's operators (a
+model whose operator the converter rewrote away is reported and not written)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from convert import convert, write  # noqa: E402
+
+OUT = HERE / "ops"
+keras = tf.keras
+L = keras.layers
+
+
+def two(shape_a, shape_b, fn, dtype="float32"):
+    """A model of two inputs (batch 1 prepended) and fn(a, b)."""
+    a = keras.Input(shape_a, dtype=dtype, name="a")
+    b = keras.Input(shape_b, dtype=dtype, name="b")
+    return keras.Model([a, b], L.Lambda(lambda t: fn(t[0], t[1]))([a, b]))
+
+
+def one(shape, fn, dtype="float32"):
+    x = keras.Input(shape, dtype=dtype, name="x")
+    return keras.Model(x, L.Lambda(fn)(x))
+
+
+def op_names(data: bytes) -> list[str]:
+    interp = tf.lite.Interpreter(model_content=data)
+    return [d["op_name"] for d in interp._get_ops_details()]
+
+
+C8 = np.linspace(-1.5, 1.2, 8).astype(np.float32)  # a per-channel constant
+ROWS = np.linspace(-1.0, 1.0, 4).astype(np.float32).reshape(1, 4, 1)  # broadcasts against (4, 1, 8)
+POS8 = np.linspace(0.5, 2.0, 8).astype(np.float32)  # positive divisors
+
+ALL = ("int8", "int8f", "float32")
+F = ("float32",)
+S = (1, 4, 4, 8)[1:]
+
+MODELS = [
+    # SUB
+    ("SUB", "same", lambda: two(S, S, lambda a, b: a - b), ALL),
+    ("SUB", "bcast-chan", lambda: two(S, (8,), lambda a, b: a - b), ALL),
+    ("SUB", "bcast-row-col", lambda: two((4, 1, 8), (1, 4, 1), lambda a, b: a - b), F),
+    ("SUB", "bcast-both-const", lambda: one((4, 1, 8), lambda x: x - ROWS), ALL),
+    ("SUB", "const-chan-relu", lambda: one(S, lambda x: tf.nn.relu(x - C8)), ALL),
+    ("SUB", "scalar-minus-x-relu6", lambda: one(S, lambda x: tf.nn.relu6(0.5 - x)), ALL),
+    # SQUARED_DIFFERENCE
+    ("SQUARED_DIFFERENCE", "same", lambda: two(S, S, tf.math.squared_difference), ALL),
+    ("SQUARED_DIFFERENCE", "bcast-chan", lambda: two(S, (8,), tf.math.squared_difference), ALL),
+    ("SQUARED_DIFFERENCE", "const", lambda: one(S, lambda x: tf.math.squared_difference(x, C8)), ALL),
+    # DIV
+    ("DIV", "same", lambda: two(S, S, lambda a, b: a / (b * b + 0.5)), ALL),
+    ("DIV", "two-inputs", lambda: two(S, (8,), lambda a, b: tf.divide(a, b)), F),
+    ("DIV", "relu", lambda: two(S, S, lambda a, b: tf.nn.relu(tf.divide(a, b))), F),
+    # MAXIMUM / MINIMUM
+    ("MAXIMUM", "same", lambda: two(S, S, tf.maximum), ALL),
+    ("MAXIMUM", "bcast-chan", lambda: two(S, (8,), tf.maximum), ALL),
+    ("MAXIMUM", "const-scalar", lambda: one(S, lambda x: tf.maximum(x, -0.25)), ALL),
+    ("MINIMUM", "same", lambda: two(S, S, tf.minimum), ALL),
+    ("MINIMUM", "bcast-row-col", lambda: two((4, 1, 8), (1, 4, 1), tf.minimum), F),
+    ("MINIMUM", "bcast-both-const", lambda: one((4, 1, 8), lambda x: tf.minimum(x, ROWS)), ALL),
+    ("MINIMUM", "const-chan", lambda: one(S, lambda x: tf.minimum(x, C8)), ALL),
+    # ADD_N
+    ("ADD_N", "add-n4", lambda: one(S, lambda x: tf.add_n([x, x * 0.5, tf.nn.relu(x), x * x])), ALL),
+    # FLOOR_DIV / FLOOR_MOD
+    ("FLOOR_DIV", "same", lambda: two(S, S, lambda a, b: tf.math.floordiv(a * 4.0, b * b + 0.5)), ALL),
+    ("FLOOR_DIV", "const", lambda: one(S, lambda x: tf.math.floordiv(x * 4.0, POS8)), F),
+    ("FLOOR_MOD", "same", lambda: two(S, S, lambda a, b: tf.math.floormod(a * 4.0, b)), ALL),
+    ("FLOOR_MOD", "const", lambda: one(S, lambda x: tf.math.floormod(x * 4.0, -POS8)), F),
+    # comparisons (bool outputs)
+    ("EQUAL", "same", lambda: two(S, S, tf.equal), ALL),
+    ("EQUAL", "rounded", lambda: two(S, S, lambda a, b: tf.equal(tf.round(a), tf.round(b))), F),
+    ("NOT_EQUAL", "bcast-chan", lambda: two(S, (8,), tf.not_equal), ALL),
+    ("LESS", "same", lambda: two(S, S, tf.less), ALL),
+    ("LESS", "const-chan", lambda: one(S, lambda x: tf.less(x, C8)), ALL),
+    ("LESS_EQUAL", "bcast-row-col", lambda: two((4, 1, 8), (1, 4, 1), tf.less_equal), F),
+    ("LESS_EQUAL", "bcast-both-const", lambda: one((4, 1, 8), lambda x: tf.less_equal(x, ROWS)), ALL),
+    ("GREATER", "same", lambda: two(S, S, tf.greater), ALL),
+    ("GREATER", "const-scalar", lambda: one(S, lambda x: tf.greater(x, 0.3)), ALL),
+    ("GREATER_EQUAL", "bcast-chan", lambda: two(S, (8,), tf.greater_equal), ALL),
+    # logical (bool in, bool out)
+    ("LOGICAL_AND", "cmp", lambda: two(S, S, lambda a, b: tf.logical_and(a > 0.0, b < 0.5)), ALL),
+    ("LOGICAL_OR", "cmp-bcast", lambda: two(S, (8,), lambda a, b: tf.logical_or(a > 0.0, b > 0.0)), ALL),
+    ("LOGICAL_NOT", "and", lambda: two(S, S, lambda a, b: tf.logical_not(tf.logical_and(a > 0.0, b > 0.0))), ALL),
+    # SELECT_V2
+    ("SELECT_V2", "same", lambda: two(S, S, lambda a, b: tf.where(a > b, a, b * 0.5)), ALL),
+    ("SELECT_V2", "bcast-chan", lambda: two(S, (8,), lambda a, b: tf.where(b > 0.0, a, -a)), ALL),
+    ("SELECT_V2", "const-chan", lambda: one(S, lambda x: tf.where(x > 0.0, x, C8)), ALL),
+    # float ADD / MUL through TVM
+    ("ADD", "bcast-chan-relu", lambda: two(S, (8,), lambda a, b: tf.nn.relu(a + b)), F),
+    ("ADD", "bcast-row-col-relu6", lambda: two((4, 1, 8), (1, 4, 1), lambda a, b: tf.nn.relu6(a + b)), F),
+    ("ADD", "const-scalar", lambda: one(S, lambda x: x + 0.75), F),
+    ("MUL", "bcast-chan-relu", lambda: two(S, (8,), lambda a, b: tf.nn.relu(a * b)), F),
+    ("MUL", "bcast-row-col", lambda: two((4, 1, 8), (1, 4, 1), lambda a, b: a * b), F),
+    ("MUL", "const-chan-relu6", lambda: one(S, lambda x: tf.nn.relu6(x * C8)), F),
+]
+
+
+def main(only: str | None = None):
+    for op, variant, factory, kinds in MODELS:
+        if only and only not in f"{op}-{variant}":
+            continue
+        for kind in kinds:
+            tf.keras.utils.set_random_seed(0)
+            suffix = {"int8": "int8", "int8f": "iofloat-int8", "float32": "float32"}[kind]
+            name = f"{op}-{variant}-{suffix}.tflite"
+            try:
+                model = factory()
+                data = convert(model, "float") if kind == "float32" else convert(model, "int8", io="int8" if kind == "int8" else "float")
+            except Exception as exc:  # noqa: BLE001  (report what the converter refuses)
+                print(f"{name}: converter failed: {str(exc).splitlines()[0][:200]}")
+                continue
+            ops = op_names(data)
+            if op not in ops:
+                print(f"{name}: the converter made no {op} ({ops}); not written")
+                continue
+            write(OUT / name, data)
+            print(f"{name}: {len(data)} B {ops}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)
