@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
+from .fold import FOLDERS, fold_model
 from .footprint import indices
 from .support import check_operators
 
@@ -268,6 +269,29 @@ def _converter_class():
             self._index_of = {subgraph.Operators(i)._tab.Pos: i for i in range(subgraph.OperatorsLength())}
             for name in ops_registry.registered():  # edgemem's own lowerings go first (frontend/ops/)
                 self.convert_map[name] = self._dispatcher(name, self.convert_map.get(name))
+            # Operators whose result is known now are evaluated (frontend/fold.py): no kernel, constant outputs.
+            self.folded_values, self.folded_ops = fold_model(model) if model is not None else ({}, set())
+            for name in FOLDERS:
+                self.convert_map[name] = self._folding(self.convert_map.get(name))
+
+        def _folding(self, fallback):
+            def convert(op):
+                if self._index_of[op._tab.Pos] in self.folded_ops:
+                    return None  # its outputs are constants: get_tensor_value answers them
+                if fallback is None:
+                    raise tvm.error.OpNotImplemented(f"edgemem has no lowering of '{self.get_op_code_str(op)}' here")
+                return fallback(op)
+
+            return convert
+
+        def get_tensor_value(self, tensor_wrapper, is_sparse=False):
+            folded = self.folded_values.get(tensor_wrapper.tensor_idx)
+            if folded is not None:
+                return folded
+            return super().get_tensor_value(tensor_wrapper, is_sparse)
+
+        def is_folded(self, tensor_wrapper) -> bool:
+            return tensor_wrapper.tensor_idx in self.folded_values
 
         def _dispatcher(self, name, fallback):
             def convert(op):
