@@ -253,9 +253,12 @@ FOLDERS: dict[str, tuple[Callable, bool]] = {
 
 def _buffer_value(model, t) -> np.ndarray | None:
     buf = model.Buffers(t.Buffer())
-    if buf is None or buf.DataLength() == 0 or t.Type() not in _NP_TYPES:
+    if t.Type() not in _NP_TYPES or buf is None:
         return None
-    return np.frombuffer(buf.DataAsNumpy().tobytes(), _NP_TYPES[t.Type()]).reshape(indices(t.ShapeAsNumpy()))
+    shape = indices(t.ShapeAsNumpy())
+    if buf.DataLength() == 0:  # a constant with no elements (RESHAPE's shape [] of a scalar) has no data
+        return np.zeros(shape, _NP_TYPES[t.Type()]) if t.Buffer() > 0 and 0 in shape else None
+    return np.frombuffer(buf.DataAsNumpy().tobytes(), _NP_TYPES[t.Type()]).reshape(shape)
 
 
 def fold_model(model) -> tuple[dict[int, np.ndarray], set[int]]:
