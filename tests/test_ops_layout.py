@@ -29,7 +29,15 @@ OPS_DIR = Path(__file__).resolve().parent / "models" / "ops"
 LAYOUT_OPS = ("PACK", "UNPACK", "SPLIT", "SPLIT_V", "SLICE", "STRIDED_SLICE", "GATHER", "GATHER_ND", "DEPTH_TO_SPACE",
               "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "MIRROR_PAD", "REVERSE_V2", "BROADCAST_TO",
               "CAST", "TILE", "RESHAPE")  # fmt: skip
-CONVERTED = sorted(p for p in OPS_DIR.glob("*.tflite") if p.name.split("-")[0] in LAYOUT_OPS)
+# float-edged int8 models (QUANTIZE/DEQUANTIZE around the operator, shared code): a few stand for all of them
+IOFLOAT = ("RESHAPE-flatten_iofloat", "PACK-axis2_iofloat", "SPLIT_V-sizes_iofloat", "STRIDED_SLICE-negstride_iofloat",
+           "GATHER-axis2_iofloat", "SPACE_TO_BATCH_ND-pad_iofloat")  # fmt: skip
+CONVERTED = sorted(p for p in OPS_DIR.glob("*.tflite") if p.name.split("-")[0] in LAYOUT_OPS
+                   and ("_iofloat" not in p.name or p.name.rsplit("-", 1)[0] in IOFLOAT))  # fmt: skip
+# Data movement: every output element is compared, one seed of full-range random data shows a wrong index;
+# operators with arithmetic or run-time indices (CAST, GATHER/EMBEDDING_LOOKUP of computed ids) get two.
+ONE_SEED = (0,)
+RUNTIME = ("cast_", "gather_runtime", "embedding_hybrid", "embedding_float32")
 
 Q = {"scale": [0.05], "zero_point": [-3]}
 OP = mm.OP
@@ -295,12 +303,12 @@ def _split_v(dtype):
 
 @pytest.mark.parametrize("path", CONVERTED, ids=lambda p: p.stem)
 def test_converted(path, tmp_path):
-    check_model(path, tmp_path)
+    check_model(path, tmp_path, seeds=ONE_SEED)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_built(name, tmp_path):
-    check_model(MODELS[name](), tmp_path)
+    check_model(MODELS[name](), tmp_path, seeds=(0, 1) if name.startswith(RUNTIME) else ONE_SEED)
 
 
 def test_fold_evaluates_flatten_shape_ops():
