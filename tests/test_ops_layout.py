@@ -177,6 +177,18 @@ def multi_output_model(op, dtype):
     return mb.serialize([x], [ys[0], ys[2]])
 
 
+def fill_model(dtype):
+    """FILL of a constant shape with a value read at run time (a model input [1] reshaped to a scalar; the
+    harness's seeded inputs cannot be scalars)."""
+    mb = mm.ModelBuilder()
+    v1 = mb.tensor("v1", (1,), dtype, _quant(dtype))
+    v = mb.tensor("v", (), dtype, _quant(dtype))
+    y = mb.tensor("y", (2, 3, 2), dtype, _quant(dtype))
+    mb.op(OP.RESHAPE, [v1, mb.const("scalar", np.zeros(0, np.int32))], [v])
+    mb.op(OP.FILL, [mb.const("dims", np.array([2, 3, 2], np.int32)), v], [y])
+    return mb.serialize([v1], [y])
+
+
 def pack_model(dtype):
     mb = mm.ModelBuilder()
     a, b = (mb.tensor(n, (3, 2), dtype, _quant(dtype)) for n in "ab")
@@ -257,6 +269,9 @@ MODELS = {
     "gather_runtime_int8": lambda: gather_runtime_model(np.int8),
     "gather_runtime_float32": lambda: gather_runtime_model(np.float32),
     "gather_int32_const": lambda: unary_model(OP.GATHER, (5, 3), np.int32, (2, 2, 3), [np.array([[4, 0], [1, 1]], np.int32)], options("GatherOptions", Axis=0)),
+    "gather_int64_indices_float32": lambda: unary_model(OP.GATHER, (5, 3), np.float32, (2, 3), [np.array([4, 1], np.int64)], options("GatherOptions", Axis=0)),
+    "fill_runtime_value_float32": lambda: fill_model(np.float32),
+    "fill_runtime_value_int8": lambda: fill_model(np.int8),
     "gather_nd_int32_full": lambda: unary_model(OP.GATHER_ND, (3, 4), np.int32, (2,), [np.array([[2, 3], [0, 1]], np.int32)]),
     "embedding_hybrid": lambda: embedding_model(True),
     "embedding_float32": lambda: embedding_model(False),

@@ -288,6 +288,9 @@ def _converter_class():
             folded = self.folded_values.get(tensor_wrapper.tensor_idx)
             if folded is not None:
                 return folded
+            shape = [int(d) for d in indices(tensor_wrapper.tensor.ShapeAsNumpy())]
+            if 0 in shape and not tensor_wrapper.buffer.DataLength():  # no elements, no data (a RESHAPE to [])
+                return np.zeros(shape, self.get_tensor_type_as_numpy(tensor_wrapper))
             return super().get_tensor_value(tensor_wrapper, is_sparse)
 
         def is_folded(self, tensor_wrapper) -> bool:

@@ -194,14 +194,23 @@ def gather(ctx: OpContext):
         i = k.clamp_index(xs[1][tuple(out[axis:axis + n])], x_shape[axis])
         return xs[0][tuple(out[:axis]) + (i,) + tuple(out[axis + n:])]
 
-    prim = k.pick([x_shape, i_shape], [ctx.dtype(x), ctx.dtype(idx)], ctx.shape(y), ctx.dtype(y), fn)
-    return _emit_copy(ctx, "GATHER", prim, [_arg(ctx, x), _arg(ctx, idx)], y)
+    prim = k.pick([x_shape, i_shape], [ctx.dtype(x), _index_dtype(ctx, idx)], ctx.shape(y), ctx.dtype(y), fn)
+    return _emit_copy(ctx, "GATHER", prim, [_arg(ctx, x), _arg(ctx, idx, index=True)], y)
 
 
-def _arg(ctx, t):
-    """A constant as numpy (a flash constant of the kernel), an activation as its Relax var."""
+def _arg(ctx, t, index: bool = False):
+    """A constant as numpy (a flash constant of the kernel), an activation as its Relax var. int64 constant
+    indices become int32 (edgemem's C has no int64 constants; indices are range-checked or clamped)."""
     v = ctx.value(t)
-    return np.ascontiguousarray(v) if v is not None else ctx.expr(t)
+    if v is None:
+        return ctx.expr(t)
+    if index and v.dtype == np.int64:
+        v = np.clip(v, -(1 << 31), (1 << 31) - 1).astype(np.int32)
+    return np.ascontiguousarray(v)
+
+
+def _index_dtype(ctx, t) -> str:
+    return "int32" if ctx.value(t) is not None and ctx.dtype(t) == "int64" else ctx.dtype(t)
 
 
 @lowering("GATHER_ND", types=MOVE)
@@ -218,8 +227,8 @@ def gather_nd(ctx: OpContext):
         picks = tuple(k.clamp_index(xs[1][tuple(out[:lead]) + (j,)], x_shape[j]) for j in range(depth))
         return xs[0][picks + tuple(out[lead:])]
 
-    prim = k.pick([x_shape, i_shape], [ctx.dtype(x), ctx.dtype(idx)], ctx.shape(y), ctx.dtype(y), fn)
-    return _emit_copy(ctx, "GATHER_ND", prim, [_arg(ctx, x), _arg(ctx, idx)], y)
+    prim = k.pick([x_shape, i_shape], [ctx.dtype(x), _index_dtype(ctx, idx)], ctx.shape(y), ctx.dtype(y), fn)
+    return _emit_copy(ctx, "GATHER_ND", prim, [_arg(ctx, x), _arg(ctx, idx, index=True)], y)
 
 
 @lowering("EMBEDDING_LOOKUP", types=MOVE)
@@ -243,7 +252,7 @@ def embedding_lookup(ctx: OpContext):
         return v.astype("float32") * tirx.const(scale, "float32") if scale is not None else v
 
     prim = k.pick([ctx.shape(ids), v_shape], ["int32", vdt], ctx.shape(y), ydt, fn)
-    return _emit_copy(ctx, "EMBEDDING_LOOKUP", prim, [_arg(ctx, ids), _arg(ctx, value)], y)
+    return _emit_copy(ctx, "EMBEDDING_LOOKUP", prim, [_arg(ctx, ids, index=True), _arg(ctx, value)], y)
 
 
 @lowering("DEPTH_TO_SPACE", types=MOVE)
@@ -367,8 +376,8 @@ def dynamic_update_slice(ctx: OpContext):
         safe = tuple(tirx.Max(tirx.Min(r, u - 1), 0) for r, u in zip(rel, us))
         return tirx.if_then_else(inside, t[1][safe], t[0][o])
 
-    prim = k.pick([xs, us, ctx.shape(start)], [ctx.dtype(x), ctx.dtype(upd), ctx.dtype(start)], ctx.shape(y), ctx.dtype(y), fn)
-    return _emit_copy(ctx, "DYNAMIC_UPDATE_SLICE", prim, [_arg(ctx, x), _arg(ctx, upd), _arg(ctx, start)], y)
+    prim = k.pick([xs, us, ctx.shape(start)], [ctx.dtype(x), ctx.dtype(upd), _index_dtype(ctx, start)], ctx.shape(y), ctx.dtype(y), fn)
+    return _emit_copy(ctx, "DYNAMIC_UPDATE_SLICE", prim, [_arg(ctx, x), _arg(ctx, upd), _arg(ctx, start, index=True)], y)
 
 
 @lowering("FILL", types=MOVE)
