@@ -30,7 +30,7 @@ LAYOUT_OPS = ("PACK", "UNPACK", "SPLIT", "SPLIT_V", "SLICE", "STRIDED_SLICE", "G
               "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "MIRROR_PAD", "REVERSE_V2", "BROADCAST_TO",
               "CAST", "TILE", "RESHAPE")  # fmt: skip
 # float-edged int8 models (QUANTIZE/DEQUANTIZE around the operator, shared code): a few stand for all of them
-IOFLOAT = ("RESHAPE-flatten_iofloat", "PACK-axis2_iofloat", "SPLIT_V-sizes_iofloat", "STRIDED_SLICE-negstride_iofloat",
+IOFLOAT = ("RESHAPE-flatten_iofloat", "RESHAPE-flattendense_iofloat", "PACK-axis2_iofloat", "SPLIT_V-sizes_iofloat", "STRIDED_SLICE-negstride_iofloat",
            "GATHER-axis2_iofloat", "SPACE_TO_BATCH_ND-pad_iofloat")  # fmt: skip
 CONVERTED = sorted(p for p in OPS_DIR.glob("*.tflite") if p.name.split("-")[0] in LAYOUT_OPS
                    and ("_iofloat" not in p.name or p.name.rsplit("-", 1)[0] in IOFLOAT))  # fmt: skip
@@ -318,7 +318,12 @@ def _split_v(dtype):
 
 @pytest.mark.parametrize("path", CONVERTED, ids=lambda p: p.stem)
 def test_converted(path, tmp_path):
-    check_model(path, tmp_path, seeds=ONE_SEED)
+    try:
+        check_model(path, tmp_path, seeds=ONE_SEED)
+    except UnsupportedModelError as exc:  # Keras Dense after Flatten: int8 per-channel weights, another family's
+        if "per-channel FULLY_CONNECTED" not in str(exc):
+            raise
+        pytest.skip(f"{path.name}: {exc}")
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

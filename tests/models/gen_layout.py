@@ -55,6 +55,10 @@ def cases():
         x = L.Flatten()(L.Conv2D(4, 3)(inp))
         return keras.Model(inp, L.Reshape((8, 8))(x))
 
+    def flatten_dense():
+        inp = keras.Input((6, 6, 2))
+        return keras.Model(inp, L.Dense(5)(L.Flatten()(L.Conv2D(4, 3)(inp))))
+
     def dilated_conv1d():
         inp = keras.Input((16, 3), batch_size=1)
         return keras.Model(inp, L.Conv1D(4, 3, dilation_rate=2, padding="same")(inp))
@@ -71,6 +75,7 @@ def cases():
     return [
         ("RESHAPE", "flatten", flatten, "SHAPE"),
         ("RESHAPE", "flattenreshape", flatten_reshape, "SHAPE"),
+        ("RESHAPE", "flattendense", flatten_dense, "SHAPE"),
         ("PACK", "axis0", fn_model([(4, 3), (4, 3)], lambda a, b: tf.stack([a, b], axis=0)), None),
         ("PACK", "axis2", fn_model([(4, 3), (4, 3), (4, 3)], lambda a, b, d: tf.stack([a, b, d], axis=2)), None),
         ("UNPACK", "axis1", fn_model([(3, 5)], lambda a: tf.unstack(a, axis=1)), None),
@@ -112,7 +117,10 @@ def main() -> None:
 
     tf.keras.utils.set_random_seed(0)
     OUT.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[1:])  # variants to (re)write, all when none given
     for op, variant, build, marker in cases():
+        if only and variant not in only:
+            continue
         model = build()
         for kind, io, suffix, tag in (("int8", "int8", "", "int8"), ("int8", "float", "_iofloat", "int8"), ("float", "int8", "", "float32")):
             if op == "CAST" and kind == "int8":
