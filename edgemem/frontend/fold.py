@@ -21,7 +21,8 @@ import numpy as np
 from .footprint import indices
 
 _NP_TYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
-_SHAPE_ONLY = ("SHAPE", "ZEROS_LIKE")  # need only the (static) shape of their input, not its value
+_SHAPE_ONLY = ("SHAPE", "ZEROS_LIKE")
+_MAX_FOLDED = 1 << 16  # elements: folded results are flash constants  # need only the (static) shape of their input, not its value
 
 
 @dataclass
@@ -148,7 +149,10 @@ def _cast(f: FoldOp):
 
 
 def _fill(f: FoldOp):
-    return [np.full([int(d) for d in f.inputs[0].reshape(-1)], f.inputs[1].reshape(()), dtype=f.out_dtype())]
+    dims = [int(d) for d in f.inputs[0].reshape(-1)]
+    if dims != list(f.out_shape()):
+        raise ValueError("dims differ from the output's shape")
+    return [np.full(dims, f.inputs[1].reshape(()), dtype=f.out_dtype())]
 
 
 def _gather(f: FoldOp):
@@ -187,6 +191,8 @@ def _broadcast_to(f: FoldOp):
 
 
 def _tile(f: FoldOp):
+    if int(np.prod(f.inputs[0].shape)) * int(np.prod(f.inputs[1])) != int(np.prod(f.out_shape())):
+        raise ValueError("multiples differ from the output's shape")
     return [np.tile(f.inputs[0], [int(m) for m in f.inputs[1].reshape(-1)])]
 
 
@@ -270,46 +276,53 @@ def fold_model(model) -> tuple[dict[int, np.ndarray], set[int]]:
     folded: set[int] = set()
     keep = {int(t) for t in indices(sg.OutputsAsNumpy())} | {int(t) for t in indices(sg.InputsAsNumpy())}
     for i in range(sg.OperatorsLength()):
-        op = sg.Operators(i)
-        name = _op_name(model, op)
-        if name not in FOLDERS:
-            continue
-        outs = [int(t) for t in indices(op.OutputsAsNumpy())]
-        if not outs or any(t < 0 or t in keep for t in outs):
-            continue
-        ins = [int(t) for t in indices(op.InputsAsNumpy())]
-        in_tensors = [sg.Tensors(t) if t >= 0 else None for t in ins]
-        inputs = []
-        for k, (t, tensor) in enumerate(zip(ins, in_tensors)):
-            if tensor is None:
-                inputs.append(None)
-                continue
-            v = values.get(t)
-            if v is None:
-                v = _buffer_value(model, tensor)
-            if v is None and name in _SHAPE_ONLY and k == 0:
-                v = np.zeros(indices(tensor.ShapeAsNumpy()), _NP_TYPES.get(tensor.Type(), np.float32))
-            inputs.append(v)
-        if any(v is None for v, t in zip(inputs, in_tensors) if t is not None):
-            continue
-        evaluate, moves = FOLDERS[name]
-        f = FoldOp(name, op, sg, inputs, in_tensors, [sg.Tensors(t) for t in outs])
-        if moves and not _moves_data(f):
-            continue
         try:
-            results = evaluate(f)
-        except Exception:  # noqa: BLE001  (anything unexpected: the operator is lowered as usual)
+            outs, results = _fold_op(model, sg, i, values, keep, _op_name(model, sg.Operators(i)))
+        except Exception:  # noqa: BLE001  (a corrupt constant or anything unexpected: lowered as usual)
             continue
-        if len(results) != len(outs):
-            continue
-        shaped = []
-        for k, r in enumerate(results):
-            r = np.asarray(r)
-            want = f.out_shape(k)
-            if r.size != int(np.prod(want, dtype=np.int64)) or f.out_tensors[k].Type() not in _NP_TYPES:
-                break
-            shaped.append(np.array(r, dtype=f.out_dtype(k)).reshape(want))
-        else:
+        if results is not None:
             folded.add(i)
-            values.update(zip(outs, shaped))
+            values.update(zip(outs, results))
     return values, folded
+
+
+def _fold_op(model, sg, i: int, values: dict, keep: set, name: str):
+    """(output tensor indices, their values) of operator ``i`` when it folds, else (outputs, None)."""
+    op = sg.Operators(i)
+    if name not in FOLDERS:
+        return [], None
+    outs = [int(t) for t in indices(op.OutputsAsNumpy())]
+    if not outs or any(t < 0 or t in keep for t in outs):
+        return outs, None
+    ins = [int(t) for t in indices(op.InputsAsNumpy())]
+    in_tensors = [sg.Tensors(t) if t >= 0 else None for t in ins]
+    inputs = []
+    for k, (t, tensor) in enumerate(zip(ins, in_tensors)):
+        if tensor is None:
+            inputs.append(None)
+            continue
+        v = values.get(t)
+        if v is None:
+            v = _buffer_value(model, tensor)
+        if v is None and name in _SHAPE_ONLY and k == 0:
+            v = np.zeros(indices(tensor.ShapeAsNumpy()), _NP_TYPES.get(tensor.Type(), np.float32))
+        if v is None:
+            return outs, None
+        inputs.append(v)
+    if sum(int(np.prod(indices(sg.Tensors(t).ShapeAsNumpy()), dtype=np.int64)) for t in outs) > _MAX_FOLDED:
+        return outs, None  # a big result stays a kernel (flash is dearer than a copy loop)
+    evaluate, moves = FOLDERS[name]
+    f = FoldOp(name, op, sg, inputs, in_tensors, [sg.Tensors(t) for t in outs])
+    if moves and not _moves_data(f):
+        return outs, None
+    results = evaluate(f)
+    if len(results) != len(outs):
+        return outs, None
+    shaped = []
+    for k, r in enumerate(results):
+        r = np.asarray(r)
+        want = f.out_shape(k)
+        if r.size != int(np.prod(want, dtype=np.int64)):
+            return outs, None
+        shaped.append(np.array(r, dtype=f.out_dtype(k)).reshape(want))
+    return outs, shaped

@@ -5,7 +5,10 @@ at import (frontend/fold.py): run with the TensorFlow venv,
 
 It writes tests/models/ops/<OPNAME>-<variant>-<int8|float32>.tflite (int8: full-integer with int8 io;
 variants ending in 'iofloat': int8 with the converter's float edges) and checks that every model holds the
-operator it is named after (the converter rewrites some: tf.squeeze becomes RESHAPE).
+operator it is named after (the converter rewrites some: tf.squeeze becomes RESHAPE; TF 2.21 folds Keras
+dilated Conv1D/Conv2D into CONV_2D with dilation, no SPACE_TO_BATCH_ND around it: those cases print SKIP, and
+SPACE_TO_BATCH_ND/BATCH_TO_SPACE_ND come from tf.space_to_batch_nd/tf.batch_to_space). Arguments: only
+the named variants are rewritten.
 """
 
 from __future__ import annotations
