@@ -362,3 +362,13 @@ def test_fold_broadcast_args():
     values, folded = fold_model(parse_tflite(broadcast_args_model(np.float32, broadcast_args=True)))
     assert folded == {0, 1, 3}  # SHAPE, BROADCAST_ARGS, ZEROS_LIKE (of a tensor whose shape is fixed)
     assert [2, 3, 4] in [v.tolist() for v in values.values()]
+
+
+def test_floor_ignores_folded_operators():
+    """The RAM floor read from the flatbuffer counts no folded operator and no folded shape vector: Flatten's
+    RESHAPE (a view, in place) needs its input only, the CONV_2D before it sets the floor."""
+    from edgemem.frontend.footprint import operator_floor_bytes
+    from edgemem.frontend.tflite_import import read_tflite
+
+    floor, op = operator_floor_bytes(read_tflite(OPS_DIR / "RESHAPE-flatten-int8.tflite"), frozenset({"RESHAPE"}), True)
+    assert (floor, op) == (6 * 6 * 2 + 4 * 4 * 4, 0)
