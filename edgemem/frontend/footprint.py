@@ -61,16 +61,25 @@ def operator_floor_bytes(model, inplace_ops: frozenset[str] = frozenset(), fold_
             if names[i] in _PAD_OPS and ins and len(outs) == 1 and ins[0] >= 0:
                 unpadded[outs[0]] = ins[0]
     best = (0, -1)
+    folded_values, folded = _folded(model)
     for i in range(sg.OperatorsLength()):
-        if fold_pads and names[i] in _PAD_OPS:
+        if (fold_pads and names[i] in _PAD_OPS) or i in folded:
             continue
         op = sg.Operators(i)
-        ins = {unpadded.get(t, t) for t in indices(op.InputsAsNumpy()) if t >= 0 and in_arena(model, sg.Tensors(t))}
+        ins = {unpadded.get(t, t) for t in indices(op.InputsAsNumpy())
+               if t >= 0 and t not in folded_values and in_arena(model, sg.Tensors(t))}  # fmt: skip
         outs = {t for t in indices(op.OutputsAsNumpy()) if t >= 0} - ins
         side = lambda ids: sum(tensor_bytes(sg.Tensors(t)) for t in ids)  # noqa: E731
         total = max(side(ins), side(outs)) if names and names[i] in inplace_ops else side(ins) + side(outs)
         best = max(best, (total, i))
     return best
+
+
+def _folded(model) -> tuple[dict, set]:
+    """The operators evaluated at build time and their outputs (frontend/fold.py): constants, not RAM."""
+    from .fold import fold_model
+
+    return fold_model(model)
 
 
 _VIEW_OPS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}  # same bytes, another shape: edgemem makes them views

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UnsupportedModelError
+from .fold import fold_model
 from .footprint import indices
 
 
@@ -53,7 +54,10 @@ def unsupported_operators(model, op_names: list[str]) -> list[Unsupported]:
     sg = model.Subgraphs(0)
     frontend_ops = frontend_operators(model)
     found = []
+    _, folded = fold_model(model)  # evaluated at import (frontend/fold.py): no kernel needed
     for i, name in enumerate(op_names):
+        if i in folded:
+            continue
         op = sg.Operators(i)
         kind = operand_type(sg, op)
         if not is_supported(name, kind, frontend_ops):

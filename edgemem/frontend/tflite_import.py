@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
-from .footprint import indices
 from ..passes.rewrite import abandon
+from .fold import FOLDERS, fold_model
+from .footprint import indices
 from .support import check_operators
 
 _MAX_MODEL_BYTES = 64 * 1024 * 1024  # far beyond any microcontroller's flash
@@ -271,8 +272,34 @@ def _converter_class():
             type(self).op_of_var = {}  # Relax var -> index of the TFLite operator whose output it is
             for name in ops_registry.registered():  # edgemem's own lowerings go first (frontend/ops/)
                 self.convert_map[name] = self._dispatcher(name, self.convert_map.get(name))
+            # Operators whose result is known now are evaluated (frontend/fold.py): no kernel, constant outputs.
+            self.folded_values, self.folded_ops = fold_model(model) if model is not None else ({}, set())
+            for name in FOLDERS:
+                self.convert_map[name] = self._folding(self.convert_map.get(name))
             for name, convert in list(self.convert_map.items()):
                 self.convert_map[name] = self._recorded(convert)
+
+        def _folding(self, fallback):
+            def convert(op):
+                if self._index_of[op._tab.Pos] in self.folded_ops:
+                    return None  # its outputs are constants: get_tensor_value answers them
+                if fallback is None:
+                    raise tvm.error.OpNotImplemented(f"edgemem has no lowering of '{self.get_op_code_str(op)}' here")
+                return fallback(op=op)
+
+            return convert
+
+        def get_tensor_value(self, tensor_wrapper, is_sparse=False):
+            folded = self.folded_values.get(tensor_wrapper.tensor_idx)
+            if folded is not None:
+                return folded
+            shape = [int(d) for d in indices(tensor_wrapper.tensor.ShapeAsNumpy())]
+            if 0 in shape and not tensor_wrapper.buffer.DataLength():  # no elements, no data (a RESHAPE to [])
+                return np.zeros(shape, self.get_tensor_type_as_numpy(tensor_wrapper))
+            return super().get_tensor_value(tensor_wrapper, is_sparse)
+
+        def is_folded(self, tensor_wrapper) -> bool:
+            return tensor_wrapper.tensor_idx in self.folded_values
 
         def _dispatcher(self, name, fallback):
             def convert(op):

@@ -106,6 +106,7 @@ class _Reader:
         self.consts: dict = {}  # id of the Constant node -> tensor name
         self.ops: list[Op] = []
         self.tuple_results: dict = {}  # tuple-valued kernel call var -> tensor names of its fields
+        self.tuple_values: dict = {}  # var bound to a tuple of tensors (a float model's outputs) -> their names
 
     def _name_var(self, var) -> str:
         base = var.name or "t"
@@ -142,6 +143,8 @@ class _Reader:
             for b in block.bindings:
                 self._binding(b.var, b.value)
         body = self.func.body.body
+        if isinstance(body, relax.Var) and body in self.tuple_values:  # gv = (a, b): a float model's outputs
+            return OpGraph(self.ops, self.tensors, inputs, list(self.tuple_values[body]))
         outs = body.fields if isinstance(body, relax.Tuple) else [body]
         outputs = [self._operand(o) for o in outs]
         return OpGraph(self.ops, self.tensors, inputs, outputs)
@@ -152,6 +155,9 @@ class _Reader:
             return
         if isinstance(value, relax.TupleGetItem) and value.tuple_value in self.tuple_results:
             self.names[var] = self.tuple_results[value.tuple_value][int(value.index)]
+            return
+        if isinstance(value, relax.Tuple) and all(isinstance(f, (relax.Var, tvm.ir.Constant)) for f in value.fields):
+            self.tuple_values[var] = [self._operand(f) for f in value.fields]  # the outputs' tuple (float path)
             return
         if not isinstance(value, relax.Call):
             raise UnsupportedModelError(f"Relax binding '{var.name}' ({type(value).__name__}) is not a kernel call.")

@@ -100,6 +100,8 @@ class OpContext:
         return name.decode(errors="replace") if name else f"#{t.tensor_idx}"
 
     def is_const(self, t) -> bool:
+        if getattr(self.conv, "is_folded", None) is not None and self.conv.is_folded(t):
+            return True  # the output of an operator evaluated at import (frontend/fold.py)
         return t.buffer is not None and not isinstance(t.buffer, int) and t.buffer.DataLength() > 0
 
     def value(self, t) -> np.ndarray | None:
