@@ -19,7 +19,7 @@ import tflite
 
 from ...kernels import int8_ops
 from ...kernels import reductions as kr
-from ...kernels.fixed_point import quantize_multiplier, rescale_multiplier
+from ...kernels.fixed_point import mean_multiplier, quantize_multiplier, rescale_multiplier
 from .registry import OpContext, lowering
 
 
@@ -40,9 +40,18 @@ def _keep_dims(ctx: OpContext) -> bool:
     return bool(opts.KeepDims()) if opts is not None else False
 
 
+def _kernel_keep(keep: bool, axes, rank: int) -> bool:
+    """keep_dims for the kernel: a reduction to a scalar keeps its 1-sized axes (the kernel then has an output
+    loop to compute the accumulator under); the output is viewed as the scalar afterwards."""
+    return keep or len(axes) == rank
+
+
 def _finish(ctx: OpContext, expr, shape):
     """``expr`` as the operator's output shape (a free view when the kernel's shape differs in 1-sized axes)."""
-    want = ctx.shape(ctx.outputs[0])
+    y = ctx.outputs[0]
+    # A scalar output has no dims in the file; OpContext.shape would ask TVM to infer it from a Relax expr the
+    # output does not have yet.
+    want = () if y.tensor.ShapeLength() == 0 else ctx.shape(y)
     if tuple(want) != tuple(shape):
         if int(np.prod(want)) != int(np.prod(shape)):
             ctx.refuse(f"its output shape {list(want)} does not match the reduction's {list(shape)}.")
@@ -52,18 +61,31 @@ def _finish(ctx: OpContext, expr, shape):
 
 # ---------------------------------------------------------------- SUM, REDUCE_MAX, REDUCE_MIN
 
-@lowering("SUM", types=("int8",))
-def sum_int8(ctx: OpContext):
+def _mean_or_sum(ctx: OpContext, mean: bool):
     x, y = ctx.inputs[0], ctx.outputs[0]
     in_scale, in_zp = ctx.scale_zp(x, "input")
     out_scale, out_zp = ctx.scale_zp(y, "output")
     x_shape = ctx.shape(x)
-    axes, keep = _axes(ctx, len(x_shape)), _keep_dims(ctx)
-    multiplier, shift = rescale_multiplier(in_scale, out_scale)
+    axes = _axes(ctx, len(x_shape))
+    keep = _kernel_keep(_keep_dims(ctx), axes, len(x_shape))
+    count = int(np.prod([x_shape[a] for a in axes])) if axes else 1
+    if mean:
+        multiplier, shift = mean_multiplier(in_scale, out_scale, count)
+    else:
+        multiplier, shift = rescale_multiplier(in_scale, out_scale)
     prim = int8_ops.mean(x_shape, axes, keep, in_zp, multiplier, shift, out_zp)
     shape = kr.reduced_shape(x_shape, set(axes), keep)
-    count = int(np.prod([x_shape[a] for a in axes])) if axes else 1
-    return _finish(ctx, ctx.emit("SUM", prim, [ctx.expr(x)], shape, "int8", macs=int(np.prod(shape)) * count), shape)
+    return _finish(ctx, ctx.emit(ctx.name, prim, [ctx.expr(x)], shape, "int8", macs=int(np.prod(shape)) * count), shape)
+
+
+@lowering("SUM", types=("int8",))
+def sum_int8(ctx: OpContext):
+    return _mean_or_sum(ctx, mean=False)
+
+
+@lowering("MEAN", types=("int8",))
+def mean_int8(ctx: OpContext):
+    return _mean_or_sum(ctx, mean=True)
 
 
 def _extreme(ctx: OpContext, kind: str):
@@ -75,7 +97,8 @@ def _extreme(ctx: OpContext, kind: str):
             ctx.refuse(f"its input (scale {in_q[0]}, zero point {in_q[1]}) and output (scale {out_q[0]}, zero point "
                        f"{out_q[1]}) are quantized differently; TFLite Micro's int8 {ctx.name} requires one quantization.")
     x_shape = ctx.shape(x)
-    axes, keep = _axes(ctx, len(x_shape)), _keep_dims(ctx)
+    axes = _axes(ctx, len(x_shape))
+    keep = _kernel_keep(_keep_dims(ctx), axes, len(x_shape))
     prim = kr.reduce_extreme(x_shape, axes, keep, dtype, kind)
     shape = kr.reduced_shape(x_shape, set(axes), keep)
     return _finish(ctx, ctx.emit(ctx.name, prim, [ctx.expr(x)], shape, dtype), shape)
