@@ -119,14 +119,10 @@ HANDMADE = {
     "mean-int8-all-axes": lambda: reduce_model("MEAN", [2, 3, 4], [0, 1, 2], False, in_q=(0.05, -30), out_q=(0.01, 4)),
     "mean-int8-count7": lambda: reduce_model("MEAN", [2, 7, 3], [1], True, in_q=(0.05, 3), out_q=(0.02, -7)),
     "mean-float-axis12-keep": lambda: reduce_model("MEAN", [2, 5, 6, 3], [1, 2], True, np.float32),
-    "mean-float-axis0": lambda: reduce_model("MEAN", [4, 3, 5], [0], False, np.float32),
-    "sum-float-axes02": lambda: reduce_model("SUM", [4, 3, 5], [0, 2], True, np.float32),
     "max-int8-all-axes": lambda: reduce_model("REDUCE_MAX", [2, 3, 4], [0, 1, 2], False, in_q=(0.05, 127), out_q=(0.05, 127)),
     "min-int8-axis0-keep": lambda: reduce_model("REDUCE_MIN", [5, 3, 4], [0], True, in_q=(0.05, -128), out_q=(0.05, -128)),
     "max-float-axis-2": lambda: reduce_model("REDUCE_MAX", [3, 4, 5], [-2], False, np.float32),
-    "min-float-axes01-keep": lambda: reduce_model("REDUCE_MIN", [3, 4, 5], [0, 1], True, np.float32),
     "all-bool-axis1": lambda: reduce_model("REDUCE_ALL", [3, 2, 4], [1], False, np.bool_),
-    "all-bool-axes02-keep": lambda: reduce_model("REDUCE_ALL", [3, 2, 4], [0, 2], True, np.bool_),
     "any-bool-axis-1": lambda: reduce_model("REDUCE_ANY", [3, 2, 4], [-1], False, np.bool_),
     # ARG_MAX / ARG_MIN: int8 ties (first index wins), axis 0 and middle axes, int32 (TFLM's) output
     "argmax-int8-axis0": lambda: arg_model("ARG_MAX", [40, 3], 0),
@@ -136,20 +132,16 @@ HANDMADE = {
     # CUMSUM: float and int8 (TFLM's int8 running sum starts at the rescaled -zero point)
     "cumsum-float-axis0": lambda: cumsum_model([6, 3, 2], 0, False, False),
     "cumsum-float-axis-1-exclusive": lambda: cumsum_model([3, 7], -1, True, False),
-    "cumsum-float-axis1-reverse": lambda: cumsum_model([2, 5, 3], 1, False, True),
     "cumsum-float-exclusive-reverse": lambda: cumsum_model([4, 5], 1, True, True),
-    "cumsum-int8-axis1": lambda: cumsum_model([3, 6, 2], 1, False, False, np.int8),
     "cumsum-int8-exclusive": lambda: cumsum_model([3, 6, 2], 1, True, False, np.int8),
     "cumsum-int8-reverse-axis0": lambda: cumsum_model([5, 4], 0, False, True, np.int8, in_q=(0.05, -128), out_q=(0.05, 0)),
     "cumsum-int8-exclusive-reverse": lambda: cumsum_model([4, 5], -1, True, True, np.int8, in_q=(0.01, 100), out_q=(0.2, 30)),
     # RESIZE_BILINEAR int8 and float: up and down, align_corners, half_pixel_centers, size 1
     "resize-int8-up-legacy": lambda: resize_model([1, 3, 4, 2], [7, 5], False, False),
     "resize-int8-down-half-pixel": lambda: resize_model([1, 9, 7, 2], [4, 3], False, True),
-    "resize-int8-up-half-pixel": lambda: resize_model([2, 3, 3, 2], [8, 5], False, True),
     "resize-int8-align-corners": lambda: resize_model([1, 5, 4, 3], [9, 7], True, False),
     "resize-int8-align-to-1": lambda: resize_model([1, 5, 4, 3], [1, 3], True, False),
     "resize-float-half-pixel": lambda: resize_model([1, 3, 5, 2], [7, 4], False, True, np.float32),
-    "resize-float-align-corners": lambda: resize_model([1, 4, 3, 2], [6, 8], True, False, np.float32),
     # pools: fused activations, SAME with even windows, strides, extreme zero points
     "avgpool-int8-same-2x2-s1-relu": lambda: pool_model("AVERAGE_POOL_2D", [1, 5, 6, 3], (2, 2), (1, 1), mm.PAD.SAME, mm.ACT.RELU),
     "avgpool-int8-same-4x3-s3-n1to1": lambda: pool_model("AVERAGE_POOL_2D", [1, 7, 8, 2], (4, 3), (3, 2), mm.PAD.SAME, mm.ACT.RELU_N1_TO_1, q=(0.01, 5)),
@@ -158,7 +150,6 @@ HANDMADE = {
     "maxpool-int8-same-2x4-s1-relu6": lambda: pool_model("MAX_POOL_2D", [1, 5, 7, 2], (2, 4), (1, 1), mm.PAD.SAME, mm.ACT.RELU6, q=(0.03, -128)),
     "avgpool-float-same-2x2-relu6": lambda: pool_model("AVERAGE_POOL_2D", [1, 5, 6, 3], (2, 2), (2, 1), mm.PAD.SAME, mm.ACT.RELU6, np.float32),
     "maxpool-float-same-3x2-n1to1": lambda: pool_model("MAX_POOL_2D", [1, 5, 6, 3], (3, 2), (1, 2), mm.PAD.SAME, mm.ACT.RELU_N1_TO_1, np.float32),
-    "l2pool-float-valid-2x2": lambda: pool_model("L2_POOL_2D", [1, 6, 6, 3], (2, 2), (2, 2), mm.PAD.VALID, mm.ACT.NONE, np.float32),
     "l2pool-float-same-3x3-s2-relu": lambda: pool_model("L2_POOL_2D", [1, 7, 5, 2], (3, 3), (2, 2), mm.PAD.SAME, mm.ACT.RELU, np.float32),
 }
 
