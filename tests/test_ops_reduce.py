@@ -133,12 +133,13 @@ HANDMADE = {
     "cumsum-float-axis0": lambda: cumsum_model([6, 3, 2], 0, False, False),
     "cumsum-float-axis-1-exclusive": lambda: cumsum_model([3, 7], -1, True, False),
     "cumsum-float-exclusive-reverse": lambda: cumsum_model([4, 5], 1, True, True),
+    "cumsum-int8-long-wraps": lambda: cumsum_model([40, 2], 0, False, False, np.int8, in_q=(0.02, -128), out_q=(0.2, 0)),
     "cumsum-int8-exclusive": lambda: cumsum_model([3, 6, 2], 1, True, False, np.int8),
     "cumsum-int8-reverse-axis0": lambda: cumsum_model([5, 4], 0, False, True, np.int8, in_q=(0.05, -128), out_q=(0.05, 0)),
     "cumsum-int8-exclusive-reverse": lambda: cumsum_model([4, 5], -1, True, True, np.int8, in_q=(0.01, 100), out_q=(0.2, 30)),
     # RESIZE_BILINEAR int8 and float: up and down, align_corners, half_pixel_centers, size 1
     "resize-int8-up-legacy": lambda: resize_model([1, 3, 4, 2], [7, 5], False, False),
-    "resize-int8-down-half-pixel": lambda: resize_model([1, 9, 7, 2], [4, 3], False, True),
+    "resize-int8-down-half-pixel": lambda: resize_model([2, 9, 7, 2], [4, 3], False, True),
     "resize-int8-align-corners": lambda: resize_model([1, 5, 4, 3], [9, 7], True, False),
     "resize-int8-align-to-1": lambda: resize_model([1, 5, 4, 3], [1, 3], True, False),
     "resize-float-half-pixel": lambda: resize_model([1, 3, 5, 2], [7, 4], False, True, np.float32),
@@ -159,3 +160,30 @@ def test_handmade(name, tmp_path):
     result = check_model(HANDMADE[name](), tmp_path)
     if "int64" not in name and "any" not in name:  # TFLM has no int64 ARG_MAX/ARG_MIN output, no REDUCE_ANY
         assert result.oracle == "tflm", f"{name}: TFLite Micro did not run the model (oracle {result.oracle})"
+
+
+def _pool_requantizing() -> bytes:
+    """An int8 AVERAGE_POOL_2D whose output zero point differs from its input's."""
+    mb = mm.ModelBuilder()
+    x = mb.tensor("x", [1, 4, 4, 2], np.int8, _q(0.05, 1))
+    y = mb.tensor("y", [1, 2, 2, 2], np.int8, _q(0.05, 2))
+    mb.op(mm.OP.AVERAGE_POOL_2D, [x], [y], *_options("Pool2DOptions", Padding=mm.PAD.VALID, StrideW=2, StrideH=2,
+                                                      FilterWidth=2, FilterHeight=2, FusedActivationFunction=0))
+    return mb.serialize([x], [y])
+
+
+REFUSED = {
+    "REDUCE_MAX.*quantized differently": lambda: reduce_model("REDUCE_MAX", [2, 3, 4], [1], False, in_q=(0.05, 0), out_q=(0.1, 0)),
+    "AVERAGE_POOL_2D requires one quantization": _pool_requantizing,
+}
+
+
+@pytest.mark.parametrize("needle", sorted(REFUSED))
+def test_refused(needle, tmp_path):
+    """What TFLite Micro refuses is refused with a message saying why (not run with some other arithmetic)."""
+    from op_check import build_for_host
+
+    from edgemem.errors import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match=needle):
+        build_for_host(REFUSED[needle](), tmp_path)

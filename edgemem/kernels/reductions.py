@@ -151,7 +151,8 @@ def cumsum_int8(x_shape, axis: int, exclusive: bool, reverse: bool, in_zp: int, 
             for k in range(n):
                 if excl == 1:
                     out[o, k + rev * (n - 1 - 2 * k), i] = requant(acc[0])
-                acc[0] = acc[0] + scaled(T.Cast("int32", x[o, k + rev * (n - 1 - 2 * k), i]) - in_zp)
+                # int32 addition wrapping as TFLM's does on its targets, without C's signed-overflow UB
+                acc[0] = T.Cast("int32", T.Cast("int64", acc[0]) + T.Cast("int64", scaled(T.Cast("int32", x[o, k + rev * (n - 1 - 2 * k), i]) - in_zp)))
                 if excl == 0:
                     out[o, k + rev * (n - 1 - 2 * k), i] = requant(acc[0])
 
