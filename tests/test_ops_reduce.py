@@ -3,12 +3,18 @@ model of tests/models/ops/ this family owns (tests/models/gen_reduce.py), plus h
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tflite
 
-from op_check import check_model
+from edgemem.errors import UnsupportedModelError
+from op_check import build_for_host, check_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import make_example_model as mm  # noqa: E402
 
 OPS = Path(__file__).parent / "models" / "ops"
 FAMILY = ("SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ALL", "REDUCE_ANY", "MEAN", "ARG_MAX", "ARG_MIN", "CUMSUM",
@@ -25,13 +31,6 @@ def test_converted(name, tmp_path):
 
 
 # ---------------------------------------------------------------- hand-made models (exact quantization, edge cases)
-
-import sys  # noqa: E402
-
-import tflite  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import make_example_model as mm  # noqa: E402
 
 mm._NP_TO_TT.setdefault(np.dtype(np.bool_), mm.TT.BOOL)
 
@@ -184,9 +183,5 @@ REFUSED = {
 @pytest.mark.parametrize("needle", sorted(REFUSED))
 def test_refused(needle, tmp_path):
     """What TFLite Micro refuses is refused with a message saying why (not run with some other arithmetic)."""
-    from op_check import build_for_host
-
-    from edgemem.errors import UnsupportedModelError
-
     with pytest.raises(UnsupportedModelError, match=needle):
         build_for_host(REFUSED[needle](), tmp_path)

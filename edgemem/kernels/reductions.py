@@ -47,7 +47,8 @@ def reduce_extreme(x_shape, axes, keep_dims: bool, dtype: str, kind: str):
     return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])
 
 
-def _split(x_shape, axis: int) -> tuple[int, int, int]:
+def split_axis(x_shape, axis: int) -> tuple[int, int, int]:
+    """(outer, n, inner): the element counts before, along and after ``axis``."""
     outer = int(np.prod([int(d) for d in x_shape[:axis]], dtype=np.int64))
     inner = int(np.prod([int(d) for d in x_shape[axis + 1:]], dtype=np.int64))
     return outer, int(x_shape[axis]), inner
@@ -58,7 +59,7 @@ def arg_extreme(x_shape, axis: int, in_dtype: str, out_dtype: str, is_max: bool)
     only to a strictly larger (smaller) value, so the first index wins a tie. An int64 output is written as two
     int32 words (index, 0; little-endian, as the Cortex-M and the host): the arena aligns tensors to 4 bytes
     only, and an int64 store there is misaligned for C."""
-    outer, n, inner = _split(x_shape, axis)
+    outer, n, inner = split_axis(x_shape, axis)
     x_shape = tuple(int(d) for d in x_shape)
     out_shape = x_shape[:axis] + x_shape[axis + 1:]
     words = 2 if out_dtype == "int64" else 1
@@ -103,7 +104,7 @@ def arg_extreme(x_shape, axis: int, in_dtype: str, out_dtype: str, is_max: bool)
 def cumsum_float(x_shape, axis: int, exclusive: bool, reverse: bool):
     """CUMSUM of float32 (TFLM's reference CumSum): a running float sum along ``axis`` in the scan order
     (from the end when ``reverse``); ``exclusive`` writes the sum before adding the element."""
-    outer, n, inner = _split(x_shape, axis)
+    outer, n, inner = split_axis(x_shape, axis)
     rev, excl = int(bool(reverse)), int(bool(exclusive))
     shape = tuple(int(d) for d in x_shape)
 
@@ -129,7 +130,7 @@ def cumsum_int8(x_shape, axis: int, exclusive: bool, reverse: bool, in_zp: int, 
     """CUMSUM of int8, TFLM's integer CumSum: each element (x - in_zp) << 20 rescaled by the input multiplier
     (0.5), summed in int32, the sum rescaled to the output. TFLM starts the running sum at the rescaled
     -in_zp (not 0), which shows in exclusive sums and is reproduced here."""
-    outer, n, inner = _split(x_shape, axis)
+    outer, n, inner = split_axis(x_shape, axis)
     rev, excl = int(bool(reverse)), int(bool(exclusive))
     shape = tuple(int(d) for d in x_shape)
     left = 1 << 20

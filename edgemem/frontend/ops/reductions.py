@@ -3,7 +3,9 @@ is written). Arithmetic as TFLite Micro's kernels (reduce_common.cc, arg_min_max
 resize_bilinear.cc, pooling.cc); kernels in kernels/reductions.py and kernels/int8_ops.py.
 
 - SUM int8: TFLM's QuantizedMeanOrSum with compute_sum: sum(x - in_zp) times QuantizeMultiplier(in / out)
-  (no 1/count folded in, unlike MEAN), plus out_zp, clamped.
+  (no 1/count folded in, unlike MEAN), plus out_zp, clamped. MEAN int8: the same with 1/count folded into the
+  multiplier (fixed_point.mean_multiplier), taken over from integerize so that reductions to a scalar work.
+- A reduction to a scalar is computed with its 1-sized axes kept, then viewed as the scalar.
 - REDUCE_MAX / REDUCE_MIN int8 and float32: the plain extreme (TFLM requires one quantization for int8).
 - ARG_MAX / ARG_MIN int8 and float32: first index of the extreme, int32 output (TFLM's only one) or int64.
 - CUMSUM float32 and int8 (exclusive / reverse).
@@ -126,7 +128,7 @@ def _arg(ctx: OpContext, is_max: bool):
     if out_dtype not in ("int32", "int64"):
         ctx.refuse(f"its output type is {out_dtype}; {ctx.name} outputs int32 or int64.")
     axis = axes[0]
-    outer, n, inner = kr._split(x_shape, axis)
+    outer, n, inner = kr.split_axis(x_shape, axis)
     prim = kr.arg_extreme(x_shape, axis, ctx.dtype(x), out_dtype, is_max)
     shape = tuple(d for a, d in enumerate(x_shape) if a != axis)
     return _finish(ctx, ctx.emit(ctx.name, prim, [ctx.expr(x)], shape, out_dtype, macs=outer * n * inner), shape)
@@ -154,7 +156,7 @@ def cumsum(ctx: OpContext):
     opts = ctx.options(tflite.CumsumOptions)
     exclusive = bool(opts.Exclusive()) if opts is not None else False
     reverse = bool(opts.Reverse()) if opts is not None else False
-    outer, n, inner = kr._split(x_shape, axes[0])
+    outer, n, inner = kr.split_axis(x_shape, axes[0])
     dtype = ctx.dtype(x)
     if dtype == "float32":
         prim = kr.cumsum_float(x_shape, axes[0], exclusive, reverse)
