@@ -38,14 +38,21 @@ def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
         for p in passes:
             mod = p(mod)
     for gv, func in list(mod.functions.items()):
-        if isinstance(func, tvm.tirx.PrimFunc):
+        # edgemem's own kernels (frontend/ops/) come scheduled, some as plain loops without blocks
+        if isinstance(func, tvm.tirx.PrimFunc) and "edgemem.op" not in (func.attrs or {}):
             mod[gv] = scalar_schedule(func)
     return mod
 
 
 def _has_int8_kernels(mod: tvm.IRModule) -> bool:
-    """Kernels the frontend already called (an int8 LSTM): a model with no QDQ island at all can have them."""
-    return any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs for f in mod.functions.values())
+    """Kernels the frontend already called (an int8 LSTM, an operator of frontend/ops/) with an int8 operand: a
+    model with no QDQ island at all can have them. A float model whose only edgemem kernels move float, int32
+    or bool data (frontend/ops/layout.py) stays on TVM's float path, which keeps those calls as they are."""
+    for f in mod.functions.values():
+        if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs:
+            if any(str(getattr(p.ty, "dtype", "")) == "int8" for p in f.params):
+                return True
+    return False
 
 
 def lower_to_kernels(mod: tvm.IRModule) -> tvm.IRModule:

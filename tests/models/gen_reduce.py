@@ -39,6 +39,26 @@ def op_names(data: bytes) -> list[str]:
     return [d["op_name"] for d in interp._get_ops_details()]
 
 
+def cnn():
+    """Conv, pools, bilinear upsampling, global max and average pooling, argmax: the family's kernels between
+    TVM's own (float) or integerize's (int8) operators."""
+    x = keras.Input((12, 12, 3))
+    y = L.Conv2D(8, 3, padding="same", activation="relu")(x)
+    y = L.MaxPooling2D(2)(y)
+    y = L.UpSampling2D(2, interpolation="bilinear")(y)
+    y = L.AveragePooling2D(3, 2, padding="same")(y)
+    y = L.Conv2D(6, 3, activation="relu")(y)
+    y = L.Concatenate()([L.GlobalMaxPooling2D()(y), L.GlobalAveragePooling2D()(y)])
+    return keras.Model(x, L.Lambda(lambda t: tf.argmax(t, axis=-1, output_type=tf.int32))(y))
+
+
+def conv_cumsum():
+    x = keras.Input((5, 6, 3))
+    y = L.Conv2D(4, 1)(x)
+    y = L.Lambda(lambda t: tf.math.cumsum(t, axis=2, reverse=True))(y)
+    return keras.Model(x, L.Conv2D(2, 1)(y))
+
+
 # (op, variant, model factory, kinds): kinds among "int8" (io int8), "int8f" (io float), "float32"
 ALL = ("int8", "int8f", "float32")
 I8, I8F, I8IO = ("int8",), ("int8", "float32"), ("int8", "int8f")
@@ -64,6 +84,8 @@ MODELS = [
     ("ARG_MIN", "axis-1", lambda: lam((4, 7), lambda x: tf.argmin(x, axis=-1)), I8F),
     ("CUMSUM", "axis1", lambda: lam((5, 4), lambda x: tf.math.cumsum(x, axis=1)), ("float32",)),
     ("CUMSUM", "exclusive-reverse", lambda: lam((5, 4), lambda x: tf.math.cumsum(x, axis=0, exclusive=True, reverse=True)), ("float32",)),
+    ("ARG_MAX", "cnn-mixed", cnn, ("int8", "float32")),
+    ("CUMSUM", "conv-mixed", conv_cumsum, ("float32",)),
     ("RESIZE_BILINEAR", "upsample2x", lambda: seq((4, 5, 3), L.UpSampling2D(2, interpolation="bilinear")), ALL),
     ("RESIZE_BILINEAR", "align-corners", lambda: lam((4, 5, 3), lambda x: tf.compat.v1.image.resize_bilinear(x, (7, 9), align_corners=True)), I8F),
     ("RESIZE_BILINEAR", "half-pixel", lambda: lam((4, 5, 3), lambda x: tf.image.resize(x, (7, 3), method="bilinear")), I8F),

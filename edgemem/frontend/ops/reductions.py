@@ -37,6 +37,14 @@ def _axes(ctx: OpContext, rank: int) -> list[int]:
     return axes
 
 
+OPAQUE = 8  # TVM's kOpaque operator pattern
+
+
+def _opaque(prim):
+    """A kernel TVM's FuseOps must leave alone on the float path (plain loops, or a reduction scheduled here)."""
+    return prim.with_attr("op_pattern", OPAQUE)
+
+
 def _keep_dims(ctx: OpContext) -> bool:
     opts = ctx.options(tflite.ReducerOptions)
     return bool(opts.KeepDims()) if opts is not None else False
@@ -102,6 +110,7 @@ def _extreme(ctx: OpContext, kind: str):
     axes = _axes(ctx, len(x_shape))
     keep = _kernel_keep(_keep_dims(ctx), axes, len(x_shape))
     prim = kr.reduce_extreme(x_shape, axes, keep, dtype, kind)
+    prim = _opaque(prim) if dtype != "int8" else prim
     shape = kr.reduced_shape(x_shape, set(axes), keep)
     return _finish(ctx, ctx.emit(ctx.name, prim, [ctx.expr(x)], shape, dtype), shape)
 
@@ -129,7 +138,7 @@ def _arg(ctx: OpContext, is_max: bool):
         ctx.refuse(f"its output type is {out_dtype}; {ctx.name} outputs int32 or int64.")
     axis = axes[0]
     outer, n, inner = kr.split_axis(x_shape, axis)
-    prim = kr.arg_extreme(x_shape, axis, ctx.dtype(x), out_dtype, is_max)
+    prim = _opaque(kr.arg_extreme(x_shape, axis, ctx.dtype(x), out_dtype, is_max))
     shape = tuple(d for a, d in enumerate(x_shape) if a != axis)
     return _finish(ctx, ctx.emit(ctx.name, prim, [ctx.expr(x)], shape, out_dtype, macs=outer * n * inner), shape)
 
@@ -169,7 +178,7 @@ def cumsum(ctx: OpContext):
         if in_shift > 0 or out_shift > 0:
             ctx.refuse("its rescaling multiplier is not below one (TFLM's QuantizeMultiplierSmallerThanOneExp).")
         prim = kr.cumsum_int8(x_shape, axes[0], exclusive, reverse, in_zp, in_mult, in_shift, out_mult, out_shift, out_zp)
-    return ctx.emit("CUMSUM", prim, [ctx.expr(x)], x_shape, dtype, macs=outer * n * inner)
+    return ctx.emit("CUMSUM", _opaque(prim), [ctx.expr(x)], x_shape, dtype, macs=outer * n * inner)
 
 
 # ---------------------------------------------------------------- RESIZE_BILINEAR
