@@ -276,7 +276,7 @@ def _converter_class():
                     return entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
                 if fallback is None:
                     raise tvm.error.OpNotImplemented(f"edgemem has no lowering of '{name}' for this operand type")
-                return fallback(op=op)  # TVM's converters are partials that bind op by keyword
+                return fallback(op=op)
 
             return convert
 
