@@ -33,6 +33,12 @@ def _source_index(x_shape, axes: dict, keep_dims: bool, idx):
     return tuple(src)
 
 
+# TFLM's comparisons, the running value first: an element replaces it only when strictly larger (smaller), so a
+# NaN element is passed over as in TFLM (TVM's max/min would keep it).
+_tflm_max = te.comm_reducer(lambda acc, v: tirx.Select(v > acc, v, acc), lambda t: tirx.min_value(t), name="tflm_max")
+_tflm_min = te.comm_reducer(lambda acc, v: tirx.Select(v < acc, v, acc), lambda t: tirx.max_value(t), name="tflm_min")
+
+
 def reduce_extreme(x_shape, axes, keep_dims: bool, dtype: str, kind: str):
     """REDUCE_MAX / REDUCE_MIN over ``axes``: TFLM's ReduceGeneric starts from the type's lowest (max) or
     highest (min) value and keeps the larger (smaller) element; no requantization (int8 input and output
@@ -41,7 +47,7 @@ def reduce_extreme(x_shape, axes, keep_dims: bool, dtype: str, kind: str):
     x = te.placeholder(tuple(x_shape), dtype, name="x")
     raxes = {a: te.reduce_axis((0, int(x_shape[a])), f"r{a}") for a in axes}
     out_shape = reduced_shape(x_shape, raxes, keep_dims)
-    reducer = te.max if kind == "max" else te.min
+    reducer = _tflm_max if kind == "max" else _tflm_min
     acc = te.compute(out_shape, lambda *i: reducer(x[_source_index(x_shape, raxes, keep_dims, i)], axis=list(raxes.values())), name="acc")
     out = te.compute(out_shape, lambda *i: acc[i], name="out")
     return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])

@@ -28,13 +28,15 @@ from .registry import OpContext, lowering
 def _axes(ctx: OpContext, rank: int) -> list[int]:
     """The constant axis operand (input 1), resolved to sorted unique non-negative axes (TFLM's ResolveAxis)."""
     value = ctx.value(ctx.inputs[1]) if len(ctx.inputs) > 1 else None
+    if value is None and len(ctx.inputs) > 1 and 0 in ctx.shape(ctx.inputs[1]):
+        ctx.refuse("its axis operand is empty (a reduction over no axis); edgemem does not support that form.")
     if value is None:
         ctx.refuse("its axis operand is not a constant; edgemem needs the reduced axes at build time.")
-    axes = sorted({int(a) % rank if rank else 0 for a in np.asarray(value).reshape(-1)})
-    for a in np.asarray(value).reshape(-1):
-        if not -rank <= int(a) < max(rank, 1):
-            ctx.refuse(f"axis {int(a)} is out of range for an input of rank {rank}.")
-    return axes
+    raw = [int(a) for a in np.asarray(value).reshape(-1)]
+    for a in raw:
+        if not -rank <= a < rank:
+            ctx.refuse(f"axis {a} is out of range for an input of rank {rank}.")
+    return sorted({a % rank for a in raw})
 
 
 OPAQUE = 8  # TVM's kOpaque operator pattern
