@@ -1,0 +1,217 @@
+"""Kernels of the reduction family with TFLite Micro's arithmetic: REDUCE_MAX / REDUCE_MIN (int8, float32),
+ARG_MAX / ARG_MIN, CUMSUM (float32, int8), RESIZE_BILINEAR (int8).
+
+Every reduction keeps its accumulator in a register (``int8_ops._scalar_accumulator`` for TE reductions, a
+one-element ``decl_buffer`` in the hand-written loops): no scratch of the input's size. SUM and MEAN of int8
+reuse ``int8_ops.mean`` (TFLM's QuantizedMeanOrSum), int8 pools reuse ``int8_ops`` pools.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import te, tirx
+from tvm.script import tirx as T
+
+from .fixed_point import multiply_by_quantized_multiplier
+from .int8_ops import _scalar_accumulator
+
+
+def reduced_shape(x_shape, axes, keep_dims: bool) -> tuple[int, ...]:
+    return tuple(1 if a in axes else int(d) for a, d in enumerate(x_shape) if keep_dims or a not in axes)
+
+
+def _source_index(x_shape, axes: dict, keep_dims: bool, idx):
+    """The input index read for output index ``idx`` and the reduce axes ``axes`` (input axis -> IterVar)."""
+    src, k = [], 0
+    for a in range(len(x_shape)):
+        if a in axes:
+            src.append(axes[a])
+            k += 1 if keep_dims else 0
+        else:
+            src.append(idx[k])
+            k += 1
+    return tuple(src)
+
+
+# TFLM's comparisons, the running value first: an element replaces it only when strictly larger (smaller), so a
+# NaN element is passed over as in TFLM (TVM's max/min would keep it).
+_tflm_max = te.comm_reducer(lambda acc, v: tirx.Select(v > acc, v, acc), lambda t: tirx.min_value(t), name="tflm_max")
+_tflm_min = te.comm_reducer(lambda acc, v: tirx.Select(v < acc, v, acc), lambda t: tirx.max_value(t), name="tflm_min")
+
+
+def reduce_extreme(x_shape, axes, keep_dims: bool, dtype: str, kind: str):
+    """REDUCE_MAX / REDUCE_MIN over ``axes``: TFLM's ReduceGeneric starts from the type's lowest (max) or
+    highest (min) value and keeps the larger (smaller) element; no requantization (int8 input and output
+    share one quantization)."""
+    axes = sorted(int(a) for a in axes)
+    x = te.placeholder(tuple(x_shape), dtype, name="x")
+    raxes = {a: te.reduce_axis((0, int(x_shape[a])), f"r{a}") for a in axes}
+    out_shape = reduced_shape(x_shape, raxes, keep_dims)
+    reducer = _tflm_max if kind == "max" else _tflm_min
+    acc = te.compute(out_shape, lambda *i: reducer(x[_source_index(x_shape, raxes, keep_dims, i)], axis=list(raxes.values())), name="acc")
+    out = te.compute(out_shape, lambda *i: acc[i], name="out")
+    return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])
+
+
+def split_axis(x_shape, axis: int) -> tuple[int, int, int]:
+    """(outer, n, inner): the element counts before, along and after ``axis``."""
+    outer = int(np.prod([int(d) for d in x_shape[:axis]], dtype=np.int64))
+    inner = int(np.prod([int(d) for d in x_shape[axis + 1:]], dtype=np.int64))
+    return outer, int(x_shape[axis]), inner
+
+
+def arg_extreme(x_shape, axis: int, in_dtype: str, out_dtype: str, is_max: bool):
+    """ARG_MAX / ARG_MIN along ``axis`` of an [outer, n, inner] view: TFLM starts from element 0 and moves on
+    only to a strictly larger (smaller) value, so the first index wins a tie. An int64 output is written as two
+    int32 words (index, 0; little-endian, as the Cortex-M and the host): the arena aligns tensors to 4 bytes
+    only, and an int64 store there is misaligned for C."""
+    outer, n, inner = split_axis(x_shape, axis)
+    x_shape = tuple(int(d) for d in x_shape)
+    out_shape = x_shape[:axis] + x_shape[axis + 1:]
+    words = 2 if out_dtype == "int64" else 1
+
+    @T.prim_func
+    def arg_max(x_in: T.Buffer(x_shape, in_dtype), out_in: T.Buffer(out_shape, out_dtype)):
+        x = T.decl_buffer((outer, n, inner), in_dtype, data=x_in.data)
+        out = T.decl_buffer((outer * inner * words,), "int32", data=out_in.data)
+        best = T.decl_buffer((1,), in_dtype)
+        index = T.decl_buffer((1,), "int32")
+        for o, i in T.grid(outer, inner):
+            best[0] = x[o, 0, i]
+            index[0] = 0
+            for k in range(1, n):
+                if x[o, k, i] > best[0]:
+                    best[0] = x[o, k, i]
+                    index[0] = k
+            out[(o * inner + i) * words] = index[0]
+            if words == 2:
+                out[(o * inner + i) * words + 1] = 0
+
+    @T.prim_func
+    def arg_min(x_in: T.Buffer(x_shape, in_dtype), out_in: T.Buffer(out_shape, out_dtype)):
+        x = T.decl_buffer((outer, n, inner), in_dtype, data=x_in.data)
+        out = T.decl_buffer((outer * inner * words,), "int32", data=out_in.data)
+        best = T.decl_buffer((1,), in_dtype)
+        index = T.decl_buffer((1,), "int32")
+        for o, i in T.grid(outer, inner):
+            best[0] = x[o, 0, i]
+            index[0] = 0
+            for k in range(1, n):
+                if x[o, k, i] < best[0]:
+                    best[0] = x[o, k, i]
+                    index[0] = k
+            out[(o * inner + i) * words] = index[0]
+            if words == 2:
+                out[(o * inner + i) * words + 1] = 0
+
+    return arg_max if is_max else arg_min
+
+
+def cumsum_float(x_shape, axis: int, exclusive: bool, reverse: bool):
+    """CUMSUM of float32 (TFLM's reference CumSum): a running float sum along ``axis`` in the scan order
+    (from the end when ``reverse``); ``exclusive`` writes the sum before adding the element."""
+    outer, n, inner = split_axis(x_shape, axis)
+    rev, excl = int(bool(reverse)), int(bool(exclusive))
+    shape = tuple(int(d) for d in x_shape)
+
+    @T.prim_func
+    def cumsum(x_in: T.Buffer(shape, "float32"), out_in: T.Buffer(shape, "float32")):
+        x = T.decl_buffer((outer, n, inner), "float32", data=x_in.data)
+        out = T.decl_buffer((outer, n, inner), "float32", data=out_in.data)
+        acc = T.decl_buffer((1,), "float32")
+        for o, i in T.grid(outer, inner):
+            acc[0] = T.float32(0)
+            for k in range(n):
+                if excl == 1:
+                    out[o, k + rev * (n - 1 - 2 * k), i] = acc[0]
+                acc[0] = acc[0] + x[o, k + rev * (n - 1 - 2 * k), i]
+                if excl == 0:
+                    out[o, k + rev * (n - 1 - 2 * k), i] = acc[0]
+
+    return cumsum
+
+
+def cumsum_int8(x_shape, axis: int, exclusive: bool, reverse: bool, in_zp: int, in_mult: int, in_shift: int,
+                out_mult: int, out_shift: int, out_zp: int):
+    """CUMSUM of int8, TFLM's integer CumSum: each element (x - in_zp) << 20 rescaled by the input multiplier
+    (0.5), summed in int32, the sum rescaled to the output. TFLM starts the running sum at the rescaled
+    -in_zp (not 0), which shows in exclusive sums and is reproduced here."""
+    outer, n, inner = split_axis(x_shape, axis)
+    rev, excl = int(bool(reverse)), int(bool(exclusive))
+    shape = tuple(int(d) for d in x_shape)
+    left = 1 << 20
+
+    def scaled(v):
+        return multiply_by_quantized_multiplier(v * left, in_mult, in_shift)
+
+    def requant(v):
+        r = multiply_by_quantized_multiplier(v, out_mult, out_shift) + out_zp
+        return T.Cast("int8", T.max(T.min(r, 127), -128))
+
+    @T.prim_func
+    def cumsum(x_in: T.Buffer(shape, "int8"), out_in: T.Buffer(shape, "int8")):
+        x = T.decl_buffer((outer, n, inner), "int8", data=x_in.data)
+        out = T.decl_buffer((outer, n, inner), "int8", data=out_in.data)
+        acc = T.decl_buffer((1,), "int32")
+        for o, i in T.grid(outer, inner):
+            acc[0] = scaled(T.int32(-in_zp))
+            for k in range(n):
+                if excl == 1:
+                    out[o, k + rev * (n - 1 - 2 * k), i] = requant(acc[0])
+                # int32 addition wrapping as TFLM's does on its targets, without C's signed-overflow UB
+                acc[0] = T.Cast("int32", T.Cast("int64", acc[0]) + T.Cast("int64", scaled(T.Cast("int32", x[o, k + rev * (n - 1 - 2 * k), i]) - in_zp)))
+                if excl == 0:
+                    out[o, k + rev * (n - 1 - 2 * k), i] = requant(acc[0])
+
+    return cumsum
+
+
+# ---------------------------------------------------------------- RESIZE_BILINEAR
+
+def bilinear_sources_int(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+    """Per output row (column): [low index, high index, position - 1024 * low] in TFLM's 10-bit fixed point
+    (ComputeInterpolationValuesInteger, C's truncating division), int32 [out_size, 3]."""
+
+    def cdiv(a: int, b: int) -> int:  # C's truncation toward zero
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
+
+    if align_corners and out_size > 1:
+        scale = cdiv((1 << 10) * (in_size - 1) + (out_size - 1) // 2, out_size - 1)
+    else:
+        scale = cdiv((1 << 10) * in_size + out_size // 2, out_size)
+    rows = []
+    for v in range(out_size):
+        pos = v * scale + cdiv(scale, 2) - (1 << 9) if half_pixel else v * scale
+        low = max(cdiv(pos, 1 << 10), 0)
+        high = min(cdiv(pos + (1 << 10) - 1, 1 << 10), in_size - 1)
+        rows.append((low, high, pos - (1 << 10) * low))
+    return np.array(rows, dtype=np.int32).reshape(out_size, 3)
+
+
+def resize_bilinear_int8(x_shape, out_hw):
+    """RESIZE_BILINEAR of int8 (TFLM's ResizeBilinearInteger): the four neighbours weighted in 10-bit fixed
+    point per axis (a 20-bit product), summed in int64, rounded half away from zero. The neighbour indices
+    and weights come from host-made tables (``bilinear_sources_int``); no requantization (TFLM has none)."""
+    n, h, w, c = (int(d) for d in x_shape)
+    oh, ow = (int(d) for d in out_hw)
+    x = te.placeholder((n, h, w, c), "int8", name="x")
+    rows = te.placeholder((oh, 3), "int32", name="rows")
+    cols = te.placeholder((ow, 3), "int32", name="cols")
+    one = 1 << 10
+
+    def out_fn(b, i, j, ch):
+        y0, y1, dy = rows[i, 0], rows[i, 1], rows[i, 2].astype("int64")
+        x0, x1, dx = cols[j, 0], cols[j, 1], cols[j, 2].astype("int64")
+
+        def px(yy, xx):
+            return x[b, yy, xx, ch].astype("int64")
+
+        total = (px(y0, x0) * (one - dy) * (one - dx) + px(y1, x0) * dy * (one - dx)
+                 + px(y0, x1) * (one - dy) * dx + px(y1, x1) * dy * dx)
+        half = tirx.const(1 << 19, "int64")
+        rounded = tirx.Select(total > tirx.const(0, "int64"), total + half, total - half)
+        return tirx.truncdiv(rounded, tirx.const(1 << 20, "int64")).astype("int8")
+
+    out = te.compute((n, oh, ow, c), out_fn, name="out")
+    return te.create_prim_func([x, rows, cols, out])
