@@ -1,0 +1,83 @@
+"""Converter-made models of the matmul family: FULLY_CONNECTED (Keras Dense), BATCH_MATMUL, TRANSPOSE_CONV,
+SOFTMAX with a scaling, LOG_SOFTMAX, L2_NORMALIZATION (dev-only: run with /work/tfvenv/bin/python).
+
+Writes tests/models/ops/<OPNAME>-<variant>-<int8|float32>.tflite; an int8 model with float edges (QUANTIZE /
+DEQUANTIZE at the model's input and output) gets the variant suffix ``-fio``. Every written model is checked to
+contain the operator it is named after (the converter sometimes rewrites one).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from convert import convert, write  # noqa: E402
+
+OUT = HERE / "ops"
+
+
+def _ops_of(data: bytes) -> list[str]:
+    import tensorflow as tf
+
+    interp = tf.lite.Interpreter(model_content=data)
+    return [d["op_name"] for d in interp._get_ops_details()]  # noqa: SLF001  (the public analyzer only prints)
+
+
+def emit(op: str, variant: str, model, kinds=("int8", "int8-fio", "float32"), seed: int = 0):
+    """Convert ``model`` in each of ``kinds`` and write it; checks that ``op`` is in the result."""
+    for kind in kinds:
+        if kind == "float32":
+            data, name = convert(model, "float"), f"{op}-{variant}-float32.tflite"
+        elif kind == "int8":
+            data, name = convert(model, "int8", io="int8", seed=seed), f"{op}-{variant}-int8.tflite"
+        else:
+            data, name = convert(model, "int8", io="float", seed=seed), f"{op}-{variant}-fio-int8.tflite"
+        ops = _ops_of(data)
+        if op not in ops:
+            raise SystemExit(f"{name}: the converter wrote {ops}, no {op}")
+        write(OUT / name, data)
+        print(f"{name}: {len(data)} B, {ops}")
+
+
+def _seeded(layer, seed: int):
+    """Give a layer's weights seeded values (Keras initializers are seeded per process otherwise)."""
+    rng = np.random.default_rng(seed)
+    layer.set_weights([rng.standard_normal(w.shape).astype(np.float32) * (0.5 if w.ndim > 1 else 0.2) for w in layer.get_weights()])
+
+
+def fully_connected():
+    import tensorflow as tf
+
+    k = tf.keras
+
+    def dense(in_shape, units, act=None, bias=True, seed=0):
+        x = k.Input(in_shape, batch_size=1)
+        layer = k.layers.Dense(units, activation=act, use_bias=bias)
+        y = layer(x)
+        _seeded(layer, seed)
+        return k.Model(x, y)
+
+    emit("FULLY_CONNECTED", "2d", dense((16,), 10, seed=1))
+    emit("FULLY_CONNECTED", "relu", dense((24,), 7, act="relu", seed=2))
+    emit("FULLY_CONNECTED", "relu6", dense((12,), 9, act=tf.nn.relu6, seed=3))
+    emit("FULLY_CONNECTED", "nobias", dense((20,), 5, bias=False, seed=4))
+    emit("FULLY_CONNECTED", "3d", dense((4, 12), 6, seed=5))  # keep_num_dims: [1, 4, 6]
+    emit("FULLY_CONNECTED", "4d", dense((2, 3, 8), 5, act="relu", seed=6))
+
+
+GENERATORS = {"FULLY_CONNECTED": fully_connected}
+
+
+def main(argv=None) -> int:
+    names = (argv if argv is not None else sys.argv[1:]) or list(GENERATORS)
+    for name in names:
+        GENERATORS[name]()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
