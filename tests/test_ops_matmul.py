@@ -90,3 +90,60 @@ def test_fully_connected_int8_edge_cases(name, tmp_path):
 @pytest.mark.parametrize("path", _converted("FULLY_CONNECTED"), ids=_ids(_converted("FULLY_CONNECTED")))
 def test_fully_connected_converted(path, tmp_path):
     assert check_model(path, tmp_path).oracle == "tflm"
+
+
+# ---------------------------------------------------------------- BATCH_MATMUL
+
+def _bmm_options(adj_x, adj_y):
+    def fn(b):
+        tflite.BatchMatMulOptionsStart(b)
+        tflite.BatchMatMulOptionsAddAdjX(b, adj_x)
+        tflite.BatchMatMulOptionsAddAdjY(b, adj_y)
+        return tflite.BatchMatMulOptionsEnd(b)
+
+    return mm.OPTS.BatchMatMulOptions, fn
+
+
+def bmm_model(lhs_shape, rhs_shape, out_shape, *, adj_x=False, adj_y=False, dtype=np.int8, const=None, same=False,
+              lhs_q=(0.05, -3), rhs_q=(0.04, 6), out_q=(0.3, 2), seed=0) -> bytes:
+    """BATCH_MATMUL of two inputs (``const`` 'lhs' / 'rhs': that operand a constant; ``same``: x times x)."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem batch_matmul test")
+    q = (lambda s: mm.qparams([s[0]], [s[1]])) if dtype == np.int8 else (lambda s: None)
+
+    def operand(name, shape, qp):
+        if const == name:
+            if dtype == np.int8:
+                return mb.const(name, rng.integers(-128, 128, shape).astype(np.int8), q(qp))
+            return mb.const(name, rng.standard_normal(shape).astype(np.float32))
+        return mb.tensor(name, shape, dtype, q(qp))
+
+    a = operand("lhs", lhs_shape, lhs_q)
+    b = a if same else operand("rhs", rhs_shape, rhs_q)
+    y = mb.tensor("y", out_shape, dtype, q(out_q))
+    mb.op(mm.OP.BATCH_MATMUL, [a, b], [y], *_bmm_options(adj_x, adj_y), version=4 if dtype == np.int8 else 1)
+    inputs = [t for t, name in ((a, "lhs"), (b, "rhs")) if const != name]
+    return mb.serialize(sorted(set(inputs)), [y])
+
+
+BMM_CASES = {
+    "int8-zp-extremes": dict(lhs_shape=(1, 3, 9), rhs_shape=(1, 9, 4), out_shape=(1, 3, 4), lhs_q=(0.02, -128), rhs_q=(0.03, 127), out_q=(0.5, -128)),
+    "int8-multiplier-above-1": dict(lhs_shape=(2, 3), rhs_shape=(3, 2), out_shape=(2, 2), lhs_q=(0.5, 0), rhs_q=(0.5, 1), out_q=(0.1, 0), seed=1),
+    "int8-bcast-lhs-rank5": dict(lhs_shape=(2, 1, 3, 2, 5), rhs_shape=(4, 1, 5, 3), out_shape=(2, 4, 3, 2, 3), seed=2),
+    "int8-bcast-rhs-rank2-adjxy": dict(lhs_shape=(3, 2, 6, 4), rhs_shape=(5, 6), out_shape=(3, 2, 4, 5), adj_x=True, adj_y=True, seed=3),
+    "int8-const-rhs-adjy": dict(lhs_shape=(1, 4, 7), rhs_shape=(1, 3, 7), out_shape=(1, 4, 3), adj_y=True, const="rhs", seed=4),
+    "int8-const-lhs-bcast": dict(lhs_shape=(5, 4), rhs_shape=(2, 4, 3), out_shape=(2, 5, 3), const="lhs", seed=5),
+    "int8-gram-same-input": dict(lhs_shape=(1, 4, 6), rhs_shape=(1, 4, 6), out_shape=(1, 4, 4), adj_y=True, same=True, seed=6),
+    "float32-bcast-rank5-adjx": dict(lhs_shape=(2, 1, 3, 5, 2), rhs_shape=(4, 1, 5, 3), out_shape=(2, 4, 3, 2, 3), adj_x=True, dtype=np.float32, seed=7),
+    "float32-const-lhs": dict(lhs_shape=(5, 4), rhs_shape=(2, 4, 3), out_shape=(2, 5, 3), const="lhs", dtype=np.float32, seed=8),
+}
+
+
+@pytest.mark.parametrize("name", list(BMM_CASES))
+def test_batch_matmul_edge_cases(name, tmp_path):
+    assert check_model(bmm_model(**BMM_CASES[name]), tmp_path).oracle == "tflm"
+
+
+@pytest.mark.parametrize("path", _converted("BATCH_MATMUL"), ids=_ids(_converted("BATCH_MATMUL")))
+def test_batch_matmul_converted(path, tmp_path):
+    assert check_model(path, tmp_path).oracle == "tflm"

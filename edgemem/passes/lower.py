@@ -44,8 +44,14 @@ def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def _has_int8_kernels(mod: tvm.IRModule) -> bool:
-    """Kernels the frontend already called (an int8 LSTM): a model with no QDQ island at all can have them."""
-    return any(isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs for f in mod.functions.values())
+    """Kernels the frontend already called on int8 data (an int8 LSTM, a registry lowering): a model with no QDQ
+    island at all can have them. edgemem's float kernels (a float32 BATCH_MATMUL) leave a float model to TVM's
+    passes, which also lower the float Relax ops around them."""
+    return any(
+        isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs
+        and any(str(getattr(p, "dtype", "")) == "int8" for p in f.ty.params)
+        for f in mod.functions.values()
+    )
 
 
 def lower_to_kernels(mod: tvm.IRModule) -> tvm.IRModule:

@@ -69,7 +69,39 @@ def fully_connected():
     emit("FULLY_CONNECTED", "4d", dense((2, 3, 8), 5, act="relu", seed=6))
 
 
-GENERATORS = {"FULLY_CONNECTED": fully_connected}
+def batch_matmul():
+    import tensorflow as tf
+
+    k = tf.keras
+
+    def two(a_shape, b_shape, fn):
+        # Named in order: the converter feeds the calibration samples by sorted input name.
+        a, b = k.Input(a_shape, batch_size=1, name="in0"), k.Input(b_shape, batch_size=1, name="in1")
+        return k.Model([a, b], k.layers.Lambda(lambda t: fn(t[0], t[1]))([a, b]))
+
+    mm = tf.linalg.matmul
+    emit("BATCH_MATMUL", "plain", two((4, 8), (8, 5), mm))
+    emit("BATCH_MATMUL", "adjy", two((4, 8), (6, 8), lambda a, b: mm(a, b, transpose_b=True)))
+    emit("BATCH_MATMUL", "adjx", two((8, 4), (8, 5), lambda a, b: mm(a, b, transpose_a=True)))
+    emit("BATCH_MATMUL", "adjxy", two((8, 4), (6, 8), lambda a, b: mm(a, b, transpose_a=True, transpose_b=True)))
+    emit("BATCH_MATMUL", "bcast", two((3, 4, 8), (1, 8, 5), mm))  # [1,3,4,8] x [1,1,8,5]
+    emit("BATCH_MATMUL", "bcast-rank", two((2, 3, 4, 6), (6, 5), mm))  # rank 5 x rank 3
+    emit("BATCH_MATMUL", "dot", two((5, 8), (6, 8), lambda a, b: k.layers.Dot(axes=2)([a, b])))
+
+    rng = np.random.default_rng(11)
+    const = tf.constant(rng.standard_normal((3, 8, 5)).astype(np.float32))
+    x = k.Input((3, 4, 8), batch_size=1)
+    emit("BATCH_MATMUL", "const-rhs", k.Model(x, k.layers.Lambda(lambda t: mm(t, const))(x)))
+    const_l = tf.constant(rng.standard_normal((3, 6, 4)).astype(np.float32))
+    x = k.Input((3, 4, 5), batch_size=1)
+    emit("BATCH_MATMUL", "const-lhs", k.Model(x, k.layers.Lambda(lambda t: mm(const_l, t))(x)))
+
+    # Self-attention without projections: softmax(q k^T) v (two BATCH_MATMULs around a SOFTMAX).
+    q, v = k.Input((6, 8), batch_size=1, name="in0"), k.Input((6, 8), batch_size=1, name="in1")
+    emit("BATCH_MATMUL", "attention", k.Model([q, v], k.layers.Attention()([q, v])))
+
+
+GENERATORS = {"FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul}
 
 
 def main(argv=None) -> int:

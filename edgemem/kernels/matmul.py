@@ -1,0 +1,86 @@
+"""Kernels of the matmul family (frontend/ops/matmul.py), TFLite Micro's arithmetic as TVM tensor expressions.
+
+Every reduction is computed at its output element (int8_ops._scalar_accumulator): the accumulator is a scalar,
+no scratch RAM.
+"""
+
+from __future__ import annotations
+
+from tvm import te, tirx
+
+from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier
+from .int8_ops import _scalar_accumulator
+
+
+def broadcast_batch(a_batch, b_batch) -> tuple[int, ...]:
+    """The broadcast of two batch shapes (numpy's rule, aligned on the right; each pair equal or one of them 1)."""
+    rank = max(len(a_batch), len(b_batch))
+    a = (1,) * (rank - len(a_batch)) + tuple(a_batch)
+    b = (1,) * (rank - len(b_batch)) + tuple(b_batch)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"batch dimensions {a_batch} and {b_batch} do not broadcast")
+        out.append(max(x, y) if 1 in (x, y) else x)
+    return tuple(out)
+
+
+def _batch_index(batch_idx, shape_batch):
+    """Index into an operand's own batch dimensions from the output's (right-aligned; size-1 dims read 0)."""
+    skip = len(batch_idx) - len(shape_batch)
+    return tuple(0 if d == 1 else i for i, d in zip(batch_idx[skip:], shape_batch))
+
+
+def batch_matmul_shapes(lhs_shape, rhs_shape, adj_x: bool, adj_y: bool) -> tuple[tuple[int, ...], int, int, int]:
+    """(output shape, rows, cols, depth) of BATCH_MATMUL; raises ValueError on mismatched operands."""
+    m, k = (lhs_shape[-1], lhs_shape[-2]) if adj_x else (lhs_shape[-2], lhs_shape[-1])
+    k2, n = (rhs_shape[-1], rhs_shape[-2]) if adj_y else (rhs_shape[-2], rhs_shape[-1])
+    if k != k2:
+        raise ValueError(f"BATCH_MATMUL depth {k} (lhs) differs from {k2} (rhs)")
+    batch = broadcast_batch(lhs_shape[:-2], rhs_shape[:-2])
+    return (*batch, m, n), m, n, k
+
+
+def batch_matmul(lhs_shape, rhs_shape, adj_x: bool, adj_y: bool, dtype: str, quant=None):
+    """BATCH_MATMUL of lhs [..., M, K] (adj_x: [..., K, M]) and rhs [..., K, N] (adj_y: [..., N, K]) with
+    broadcast batch dimensions, output [..., M, N].
+
+    float32: the sum in float32 in k order, as TFLM's reference. int8: ``quant`` = (lhs_zp, rhs_zp, multiplier,
+    shift, out_zp): int32 sum of (lhs - lhs_zp) * (rhs - rhs_zp), TFLM's MultiplyByQuantizedMultiplier, the
+    output zero point, clamped to int8 (BATCH_MATMUL has no fused activation)."""
+    lhs_shape, rhs_shape = tuple(int(d) for d in lhs_shape), tuple(int(d) for d in rhs_shape)
+    out_shape, _, _, k = batch_matmul_shapes(lhs_shape, rhs_shape, adj_x, adj_y)
+    lhs = te.placeholder(lhs_shape, dtype, name="lhs")
+    rhs = te.placeholder(rhs_shape, dtype, name="rhs")
+    rk = te.reduce_axis((0, k), "rk")
+    nb = len(out_shape) - 2
+
+    def operands(idx):
+        batch, i, j = idx[:nb], idx[nb], idx[nb + 1]
+        lb, rb = _batch_index(batch, lhs_shape[:-2]), _batch_index(batch, rhs_shape[:-2])
+        a = lhs[lb + ((rk, i) if adj_x else (i, rk))]
+        b = rhs[rb + ((j, rk) if adj_y else (rk, j))]
+        return a, b
+
+    if dtype == "float32":
+        def out_fn(*idx):
+            a, b = operands(idx)
+            return te.sum(a * b, axis=rk)
+
+        out = te.compute(out_shape, out_fn, name="out")
+        return te.create_prim_func([lhs, rhs, out])
+
+    lhs_zp, rhs_zp, multiplier, shift, out_zp = quant
+
+    def acc_fn(*idx):
+        a, b = operands(idx)
+        return te.sum((a.astype("int32") - lhs_zp) * (b.astype("int32") - rhs_zp), axis=rk)
+
+    acc = te.compute(out_shape, acc_fn, name="acc")
+
+    def requant(*idx):
+        v = multiply_by_quantized_multiplier(acc[idx], multiplier, shift) + out_zp
+        return clamp_to_int8(v, -128, 127)
+
+    out = te.compute(out_shape, requant, name="out")
+    return _scalar_accumulator(te.create_prim_func([lhs, rhs, out]), ["acc"])
