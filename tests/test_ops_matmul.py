@@ -147,3 +147,66 @@ def test_batch_matmul_edge_cases(name, tmp_path):
 @pytest.mark.parametrize("path", _converted("BATCH_MATMUL"), ids=_ids(_converted("BATCH_MATMUL")))
 def test_batch_matmul_converted(path, tmp_path):
     assert check_model(path, tmp_path).oracle == "tflm"
+
+
+# ---------------------------------------------------------------- TRANSPOSE_CONV
+
+def _tconv_options(padding, stride, act):
+    def fn(b):
+        tflite.TransposeConvOptionsStart(b)
+        tflite.TransposeConvOptionsAddPadding(b, padding)
+        tflite.TransposeConvOptionsAddStrideH(b, stride[0])
+        tflite.TransposeConvOptionsAddStrideW(b, stride[1])
+        tflite.TransposeConvOptionsAddFusedActivationFunction(b, act)
+        return tflite.TransposeConvOptionsEnd(b)
+
+    return mm.OPTS.TransposeConvOptions, fn
+
+
+def tconv_model(x_shape, w_shape, out_shape, *, stride=(1, 1), padding=mm.PAD.SAME, act=mm.ACT.NONE, bias=True,
+                dtype=np.int8, per_channel=True, in_q=(0.05, -3), out_q=(0.1, 4), w_scale=0.01, seed=0) -> bytes:
+    """x [N, H, W, I] -> TRANSPOSE_CONV(weights [O, KH, KW, I]) -> y ``out_shape``."""
+    rng = np.random.default_rng(seed)
+    o = w_shape[0]
+    mb = mm.ModelBuilder(description="edgemem transpose_conv test")
+    shape_t = mb.const("out_shape", np.asarray(out_shape, np.int32))
+    if dtype == np.int8:
+        ws = (w_scale * np.exp(rng.uniform(-1, 1, o))).astype(np.float32) if per_channel else np.float32([w_scale])
+        x = mb.tensor("x", x_shape, np.int8, mm.qparams([in_q[0]], [in_q[1]]))
+        w = mb.const("w", rng.integers(-127, 128, w_shape).astype(np.int8), mm.qparams(ws, 0, 0))
+        b = mb.const("b", rng.integers(-2000, 2000, o).astype(np.int32), mm.qparams(np.float32(in_q[0]) * ws, 0, 0)) if bias else -1
+        y = mb.tensor("y", out_shape, np.int8, mm.qparams([out_q[0]], [out_q[1]]))
+    else:
+        x = mb.tensor("x", x_shape, np.float32)
+        w = mb.const("w", rng.standard_normal(w_shape).astype(np.float32))
+        b = mb.const("b", rng.standard_normal(o).astype(np.float32)) if bias else -1
+        y = mb.tensor("y", out_shape, np.float32)
+    inputs = [shape_t, w, x] + ([b] if bias else [])
+    mb.op(mm.OP.TRANSPOSE_CONV, inputs, [y], *_tconv_options(padding, stride, act), version=3)
+    return mb.serialize([x], [y])
+
+
+TCONV_CASES = {
+    "int8-s2-same-odd-out": dict(x_shape=(1, 4, 4, 3), w_shape=(2, 3, 3, 3), out_shape=(1, 7, 7, 2), stride=(2, 2)),
+    "int8-s21-valid-relu6": dict(x_shape=(1, 3, 4, 2), w_shape=(3, 2, 3, 2), out_shape=(1, 6, 6, 3), stride=(2, 1),
+                                 padding=mm.PAD.VALID, act=mm.ACT.RELU6, in_q=(0.04, 0), out_q=(0.03, -128), seed=1),
+    "int8-per-tensor-zp-extremes": dict(x_shape=(1, 3, 3, 4), w_shape=(3, 3, 3, 4), out_shape=(1, 6, 6, 3), stride=(2, 2),
+                                        per_channel=False, in_q=(0.03, -128), out_q=(0.2, 127), seed=2),
+    "int8-multiplier-above-1-nobias": dict(x_shape=(1, 2, 2, 2), w_shape=(2, 2, 2, 2), out_shape=(1, 4, 4, 2), stride=(2, 2),
+                                           bias=False, w_scale=3.0, out_q=(0.05, 0), seed=3),
+    "int8-batch2-s3": dict(x_shape=(2, 2, 3, 2), w_shape=(2, 3, 3, 2), out_shape=(2, 6, 9, 2), stride=(3, 3), seed=4),
+    "float32-s2-same-odd-out-relu": dict(x_shape=(1, 4, 4, 3), w_shape=(2, 3, 3, 3), out_shape=(1, 7, 7, 2), stride=(2, 2),
+                                         act=mm.ACT.RELU, dtype=np.float32, seed=5),
+    "float32-s3-valid-nobias": dict(x_shape=(1, 3, 2, 2), w_shape=(4, 2, 4, 2), out_shape=(1, 8, 7, 4), stride=(3, 2),
+                                    padding=mm.PAD.VALID, bias=False, dtype=np.float32, seed=6),
+}
+
+
+@pytest.mark.parametrize("name", list(TCONV_CASES))
+def test_transpose_conv_edge_cases(name, tmp_path):
+    assert check_model(tconv_model(**TCONV_CASES[name]), tmp_path).oracle == "tflm"
+
+
+@pytest.mark.parametrize("path", _converted("TRANSPOSE_CONV"), ids=_ids(_converted("TRANSPOSE_CONV")))
+def test_transpose_conv_converted(path, tmp_path):
+    assert check_model(path, tmp_path).oracle == "tflm"

@@ -84,3 +84,63 @@ def batch_matmul(lhs_shape, rhs_shape, adj_x: bool, adj_y: bool, dtype: str, qua
 
     out = te.compute(out_shape, requant, name="out")
     return _scalar_accumulator(te.create_prim_func([lhs, rhs, out]), ["acc"])
+
+
+def transpose_conv_padding(out_size: int, in_size: int, filter_size: int, stride: int, same: bool) -> int:
+    """TFLM's padding of TRANSPOSE_CONV: ComputePaddingHeightWidth run as for a convolution *from* the
+    output size (dilation 1); the conv's output size comes from its formula, not from the actual input size,
+    and only the leading half of the total padding is used (the odd offset is dropped)."""
+    conv_out = (out_size + stride - 1) // stride if same else (out_size + stride - filter_size) // stride
+    total = (conv_out - 1) * stride + filter_size - out_size
+    return max(total, 0) // 2
+
+
+def transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias: bool, dtype: str, quant=None, float_range=None):
+    """TRANSPOSE_CONV, NHWC input [N, H, W, I], weights [O, KH, KW, I] (TFLite's layout), output [N, OH, OW, O].
+
+    Gathered per output element: input pixel (iy, ix) reaches output row oy through filter row
+    fy = oy + pad_h - iy * stride_h. The reduction runs over (filter row descending, filter column descending,
+    input channel): the order in which TFLM's scatter loop (input rows, columns, channels ascending) adds into
+    one output element, so the float sums are TFLM's to the bit. int8 (``quant`` = (in_zp, out_zp, act_min,
+    act_max); per-channel ``mult``/``shift`` [O] parameters after the bias): int32 sum of (x - in_zp) * w (TFLM
+    ignores the weights' zero point), bias, MultiplyByQuantizedMultiplier, zero point, clamp. float32: sum, bias,
+    clamp to ``float_range`` (lo, hi) or none."""
+    n, h, w, c = (int(d) for d in x_shape)
+    o, kh, kw, _ = (int(d) for d in w_shape)
+    out_shape = tuple(int(d) for d in out_shape)
+    sh, sw = stride
+    ph, pw = pad
+    x = te.placeholder((n, h, w, c), dtype, name="x")
+    wt = te.placeholder((o, kh, kw, c), "int8" if dtype == "int8" else dtype, name="w")
+    bias = te.placeholder((o,), "int32" if dtype == "int8" else dtype, name="bias") if has_bias else None
+    mult = te.placeholder((o,), "int32", name="mult") if dtype == "int8" else None
+    shift = te.placeholder((o,), "int32", name="shift") if dtype == "int8" else None
+    ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, c), "rc")
+    zero = tirx.const(0, "int32" if dtype == "int8" else dtype)
+
+    def acc_fn(b, oy, ox, oc):
+        fy, fx = kh - 1 - ry, kw - 1 - rx
+        ty, tx = oy + ph - fy, ox + pw - fx  # input position times the stride
+        iy, ix = ty // sh, tx // sw
+        ok = tirx.all(ty >= 0, tx >= 0, ty % sh == 0, tx % sw == 0, iy < h, ix < w)
+        if dtype == "int8":
+            term = (x[b, iy, ix, rc].astype("int32") - quant[0]) * wt[oc, fy, fx, rc].astype("int32")
+        else:
+            term = x[b, iy, ix, rc] * wt[oc, fy, fx, rc]
+        return te.sum(tirx.if_then_else(ok, term, zero), axis=[ry, rx, rc])
+
+    acc = te.compute(out_shape, acc_fn, name="acc")
+
+    def out_fn(b, oy, ox, oc):
+        v = acc[b, oy, ox, oc] + (bias[oc] if has_bias else zero)
+        if dtype == "int8":
+            in_zp, out_zp, act_min, act_max = quant
+            v = multiply_by_quantized_multiplier(v, mult[oc], shift[oc]) + out_zp
+            return clamp_to_int8(v, act_min, act_max)
+        if float_range is not None:
+            v = tirx.Min(tirx.Max(v, tirx.const(float_range[0], dtype)), tirx.const(float_range[1], dtype))
+        return v
+
+    out = te.compute(out_shape, out_fn, name="out")
+    params = [x, wt] + ([bias] if has_bias else []) + ([mult, shift] if dtype == "int8" else []) + [out]
+    return _scalar_accumulator(te.create_prim_func(params), ["acc"])

@@ -101,7 +101,26 @@ def batch_matmul():
     emit("BATCH_MATMUL", "attention", k.Model([q, v], k.layers.Attention()([q, v])))
 
 
-GENERATORS = {"FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul}
+def transpose_conv():
+    import tensorflow as tf
+
+    k = tf.keras
+
+    def deconv(in_shape, filters, kernel, strides, padding, bias=True, act=None, seed=0):
+        x = k.Input(in_shape, batch_size=1)
+        layer = k.layers.Conv2DTranspose(filters, kernel, strides=strides, padding=padding, use_bias=bias, activation=act)
+        y = layer(x)
+        _seeded(layer, seed)
+        return k.Model(x, y)
+
+    emit("TRANSPOSE_CONV", "s1-same", deconv((5, 5, 3), 4, 3, 1, "same", seed=1))
+    emit("TRANSPOSE_CONV", "s2-same", deconv((4, 5, 3), 4, 3, 2, "same", seed=2))
+    emit("TRANSPOSE_CONV", "s2-valid", deconv((4, 4, 2), 3, 3, 2, "valid", seed=3))
+    emit("TRANSPOSE_CONV", "s1-valid-nobias", deconv((4, 4, 3), 5, 2, 1, "valid", bias=False, seed=4))
+    emit("TRANSPOSE_CONV", "s2-same-k4-relu", deconv((3, 3, 4), 2, 4, 2, "same", act="relu", seed=5))
+
+
+GENERATORS = {"FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul, "TRANSPOSE_CONV": transpose_conv}
 
 
 def main(argv=None) -> int:

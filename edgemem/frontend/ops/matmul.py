@@ -8,8 +8,10 @@ TVM's converter has no broadcast and fails on a constant operand, so the float f
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...kernels import matmul as kernels
-from ...kernels.fixed_point import fully_connected_multiplier
+from ...kernels.fixed_point import conv_multipliers, fully_connected_multiplier
 from .registry import OpContext, lowering
 
 
@@ -52,3 +54,55 @@ def batch_matmul(ctx: OpContext):
     for d in out_shape:
         macs *= d
     return ctx.emit("BATCH_MATMUL", prim, [_operand(ctx, lhs), _operand(ctx, rhs)], out_shape, dtype, macs * k)
+
+
+_FLOAT_RANGES = {"NONE": None, "RELU": (0.0, 3.4028234663852886e38), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
+_ACTS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
+
+
+@lowering("TRANSPOSE_CONV", types=("int8", "float32"))
+def transpose_conv(ctx: OpContext):
+    """TRANSPOSE_CONV (inputs: output shape, weights [O, KH, KW, I], input, optional bias): TFLM's reference
+    kernel. int8: per-channel (or per-tensor) weights, multipliers as a conv's (double); float32: TVM's
+    converter imports it, but nothing lowers conv2d_transpose to a kernel."""
+    import tflite
+
+    from ...passes.integerize import _activation_range
+
+    w_t, x_t, out_t = ctx.inputs[1], ctx.inputs[2], ctx.outputs[0]
+    has_bias = ctx.present(3)
+    opts = ctx.options(tflite.TransposeConvOptions)
+    same = opts is None or opts.Padding() == tflite.Padding.SAME
+    stride = (opts.StrideH(), opts.StrideW()) if opts is not None else (1, 1)
+    act = _ACTS.get(opts.FusedActivationFunction() if opts is not None else 0)
+    if act is None:
+        ctx.refuse(f"its fused activation {opts.FusedActivationFunction()} is not one TFLite's TRANSPOSE_CONV applies.")
+    x_shape, w_shape, out_shape = ctx.shape(x_t), ctx.shape(w_t), ctx.shape(out_t)
+    if len(x_shape) != 4 or len(w_shape) != 4 or len(out_shape) != 4:
+        ctx.refuse(f"its input, weights and output have ranks {len(x_shape)}, {len(w_shape)}, {len(out_shape)}; TFLite's TRANSPOSE_CONV takes 4-D NHWC tensors.")
+    if w_shape[3] != x_shape[3] or w_shape[0] != out_shape[3] or x_shape[0] != out_shape[0]:
+        ctx.refuse(f"its shapes do not match: input {list(x_shape)}, weights {list(w_shape)}, output {list(out_shape)}.")
+    w = ctx.value(w_t)
+    if w is None:
+        ctx.refuse("its weights are not a constant; edgemem's TRANSPOSE_CONV takes constant weights.")
+    pad = tuple(kernels.transpose_conv_padding(out_shape[i + 1], x_shape[i + 1], w_shape[i + 1], stride[i], same) for i in range(2))
+    dtype = ctx.dtype(x_t)
+    args = [ctx.expr(x_t), w]
+    if has_bias:
+        b = ctx.value(ctx.inputs[3])
+        if b is None:
+            ctx.refuse("its bias is not a constant.")
+        args.append(b.reshape(-1).astype(np.int32 if dtype == "int8" else np.float32))
+    macs = int(np.prod(x_shape)) * w_shape[0] * w_shape[1] * w_shape[2]
+    if dtype == "float32":
+        prim = kernels.transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias, dtype, float_range=_FLOAT_RANGES[act])
+        return ctx.emit("TRANSPOSE_CONV", prim, args, out_shape, dtype, macs)
+    in_scale, in_zp = ctx.scale_zp(x_t, "input")
+    out_scale, out_zp = ctx.scale_zp(out_t, "output")
+    wq = ctx.quant(w_t)
+    if wq is None or ctx.dtype(w_t) != "int8" or wq[0].size not in (1, w_shape[0]):
+        ctx.refuse(f"its weights are {ctx.dtype(w_t)} with {0 if wq is None else wq[0].size} scales; TFLite's int8 TRANSPOSE_CONV takes int8 weights with one scale or one per output channel.")
+    mult, shift = conv_multipliers(in_scale, np.broadcast_to(wq[0], (w_shape[0],)), out_scale)
+    act_min, act_max = _activation_range(act, out_scale, out_zp)
+    prim = kernels.transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias, dtype, quant=(in_zp, out_zp, act_min, act_max))
+    return ctx.emit("TRANSPOSE_CONV", prim, args + [mult, shift], out_shape, dtype, macs)
