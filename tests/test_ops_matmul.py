@@ -210,3 +210,39 @@ def test_transpose_conv_edge_cases(name, tmp_path):
 @pytest.mark.parametrize("path", _converted("TRANSPOSE_CONV"), ids=_ids(_converted("TRANSPOSE_CONV")))
 def test_transpose_conv_converted(path, tmp_path):
     assert check_model(path, tmp_path).oracle == "tflm"
+
+
+# ---------------------------------------------------------------- SOFTMAX (any beta), LOG_SOFTMAX, L2_NORMALIZATION
+
+def unary_model(op, shape, *, dtype=np.int8, in_q=(0.1, 3), out_q=(1 / 256, -128), options=(0, None), version=1) -> bytes:
+    mb = mm.ModelBuilder(description=f"edgemem {op} test")
+    if dtype == np.int8:
+        x = mb.tensor("x", shape, np.int8, mm.qparams([in_q[0]], [in_q[1]]))
+        y = mb.tensor("y", shape, np.int8, mm.qparams([out_q[0]], [out_q[1]]))
+    else:
+        x, y = mb.tensor("x", shape, np.float32), mb.tensor("y", shape, np.float32)
+    mb.op(getattr(mm.OP, op), [x], [y], *options, version=version)
+    return mb.serialize([x], [y])
+
+
+SOFTMAX_CASES = {
+    "int8-beta2.5": dict(shape=(1, 10), options=mm.softmax_options(2.5)),
+    "int8-beta0.05-rank1": dict(shape=(12,), in_q=(0.3, -20), options=mm.softmax_options(0.05)),
+    "int8-beta1-wide-scale": dict(shape=(2, 5), in_q=(1.5, 0), options=mm.softmax_options(1.0)),  # multiplier capped
+    "int8-beta1-tiny-scale-long-row": dict(shape=(2, 300), in_q=(0.002, -128), options=mm.softmax_options(1.0)),
+    "int8-beta0.7-4d": dict(shape=(1, 2, 3, 17), in_q=(0.06, 10), options=mm.softmax_options(0.7)),
+    # TFLM's fixed-point exp and a float softmax round apart about once in 400 such rows: 4,000 rows tell them apart
+    "int8-beta1-4000-rows": dict(shape=(1, 4000, 8), in_q=(0.125, 0), options=mm.softmax_options(1.0)),
+    "float32-beta0.4": dict(shape=(2, 9), dtype=np.float32, options=mm.softmax_options(0.4)),
+    "float32-beta3-3d": dict(shape=(1, 3, 8), dtype=np.float32, options=mm.softmax_options(3.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(SOFTMAX_CASES))
+def test_softmax_edge_cases(name, tmp_path):
+    assert check_model(unary_model("SOFTMAX", **SOFTMAX_CASES[name]), tmp_path).oracle == "tflm"
+
+
+@pytest.mark.parametrize("path", _converted("SOFTMAX"), ids=_ids(_converted("SOFTMAX")))
+def test_softmax_converted(path, tmp_path):
+    assert check_model(path, tmp_path).oracle == "tflm"

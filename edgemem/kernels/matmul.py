@@ -6,9 +6,17 @@ no scratch RAM.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 from tvm import te, tirx
 
-from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier
+from .fixed_point import (
+    clamp_to_int8,
+    multiply_by_quantized_multiplier,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+)
 from .int8_ops import _scalar_accumulator
 
 
@@ -144,3 +152,74 @@ def transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias: bool, dty
     out = te.compute(out_shape, out_fn, name="out")
     params = [x, wt] + ([bias] if has_bias else []) + ([mult, shift] if dtype == "int8" else []) + [out]
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
+
+
+# ---------------------------------------------------------------- SOFTMAX / LOG_SOFTMAX (int8, TFLM's fixed point)
+
+def _i64(v):
+    return tirx.Cast("int64", v)
+
+
+def _sat_shift_left(v, exponent: int):
+    """gemmlowp's SaturatingRoundingMultiplyByPOT for exponent > 0 on an int32 load ``v`` (a leaf: used thrice)."""
+    threshold = (1 << (31 - exponent)) - 1
+    return tirx.Select(v > threshold, tirx.const(2**31 - 1, "int32"),
+                       tirx.Select(v < -threshold, tirx.const(-(2**31), "int32"), v * (1 << exponent)))
+
+
+def softmax_exp_table(in_scale: float, beta: float) -> tuple[np.ndarray, int]:
+    """TFLM's int8 SOFTMAX prepare (PreprocessSoftmaxScaling with 5 integer bits, CalculateInputRadius) done at
+    build time: exp_on_negative_values of every row difference d = x - max in [-255, 0], as Q0.31, indexed by -d
+    (0 below diff_min, where TFLM writes -128 without the exp: the same result). Returns (table, diff_min)."""
+    from . import gemmlowp as g
+    from .fixed_point import quantize_multiplier
+
+    real = min(float(beta) * float(np.float32(in_scale)) * float(1 << 26), float((1 << 31) - 1))
+    multiplier, left_shift = quantize_multiplier(real)
+    diff_min = -int(math.floor(31.0 * (1 << 26) / (1 << left_shift)))
+    table = np.zeros(256, np.int32)
+    for i in range(256):
+        d = -i
+        if d >= diff_min:
+            table[i] = g.exp_on_negative_values(g.multiply_by_quantized_multiplier_greater_than_one(d, multiplier, left_shift), 5)
+    return table, diff_min
+
+
+def softmax_int8(rows: int, depth: int):
+    """int8 SOFTMAX over rows of ``depth`` (TFLM's reference_ops::Softmax): per row the max, the sum of the
+    exps rescaled to Q12.19 (RoundingDivideByPOT by 12), its reciprocal (GetReciprocal: count of leading zeros,
+    then gemmlowp's one_over_one_plus_x_for_x_in_0_1, three Newton steps in Q2.29), and each output
+    RoundingDivideByPOT(SRDHM(reciprocal, exp), num_bits_over_unit + 23) - 128. Parameters: x [rows, depth], the
+    exp table [256] (softmax_exp_table), out [rows, depth]."""
+    from tvm.script import tirx as T
+
+    srdhm, rdbpot = saturating_rounding_doubling_high_mul, rounding_divide_by_pot
+
+    @T.prim_func
+    def softmax(x: T.Buffer((rows, depth), "int8"), table: T.Buffer((256,), "int32"), out: T.Buffer((rows, depth), "int8")):
+        # s: 0 row max, 1 sum of exps (Q12.19), 2 leading zeros of the sum, 3 half denominator, 4 Newton x, 5 scratch
+        s = T.decl_buffer((6,), "int32")
+        for r in range(rows):
+            s[0] = -128
+            for c in range(depth):
+                s[0] = T.max(s[0], T.Cast("int32", x[r, c]))
+            s[1] = 0
+            for c in range(depth):
+                s[1] = s[1] + rdbpot(_i64(table[s[0] - T.Cast("int32", x[r, c])]), 12)
+            s[2] = 1
+            for k in range(31):
+                if _i64(s[1]) < (T.int64(1) << T.Cast("int64", k)):
+                    s[2] = s[2] + 1
+            # a = (sum << headroom) - 2^31 in [0, 2^31); RoundingHalfSum(a, One) = (a + 2^31) / 2 for a >= 0
+            s[3] = T.Cast("int32", (_i64(s[1]) << _i64(s[2])) >> T.int64(1))
+            s[4] = 1515870810 + T.Cast("int32", srdhm(s[3], -1010580540))
+            for _it in range(3):
+                s[5] = (1 << 29) - T.Cast("int32", srdhm(s[3], s[4]))
+                s[5] = T.Cast("int32", srdhm(s[4], s[5]))
+                s[4] = s[4] + _sat_shift_left(s[5], 2)
+            s[5] = _sat_shift_left(s[4], 1)
+            for c in range(depth):
+                out[r, c] = clamp_to_int8(
+                    rdbpot(srdhm(s[5], table[s[0] - T.Cast("int32", x[r, c])]), 35 - s[2]) - 128, -128, 127)
+
+    return softmax

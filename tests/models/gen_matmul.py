@@ -120,7 +120,28 @@ def transpose_conv():
     emit("TRANSPOSE_CONV", "s2-same-k4-relu", deconv((3, 3, 4), 2, 4, 2, "same", act="relu", seed=5))
 
 
-GENERATORS = {"FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul, "TRANSPOSE_CONV": transpose_conv}
+def softmax_family():
+    import tensorflow as tf
+
+    k = tf.keras
+
+    def unary(in_shape, fn):
+        x = k.Input(in_shape, batch_size=1)
+        return k.Model(x, k.layers.Lambda(fn)(x))
+
+    # TF 2.21's converter keeps a scaling as a MUL before a beta=1 SOFTMAX (beta != 1: hand-made models in the tests)
+    emit("SOFTMAX", "scaled2", unary((10,), lambda t: tf.nn.softmax(2.0 * t)))
+    emit("SOFTMAX", "scaled0.3-3d", unary((3, 7), lambda t: tf.nn.softmax(t * 0.3)))
+    emit("SOFTMAX", "beta1-4d", unary((2, 3, 6), lambda t: tf.nn.softmax(t)))
+    emit("LOG_SOFTMAX", "2d", unary((10,), tf.nn.log_softmax))
+    emit("LOG_SOFTMAX", "3d", unary((4, 9), tf.nn.log_softmax))
+    emit("L2_NORMALIZATION", "2d", unary((12,), lambda t: tf.math.l2_normalize(t, axis=-1)))
+    emit("L2_NORMALIZATION", "3d", unary((3, 8), lambda t: tf.math.l2_normalize(t, axis=-1)))
+    # keras.layers.UnitNormalization converts to SQUARE, SUM, RSQRT, MINIMUM, MUL (no L2_NORMALIZATION)
+
+
+GENERATORS = {"FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul, "TRANSPOSE_CONV": transpose_conv,
+              "SOFTMAX": softmax_family}
 
 
 def main(argv=None) -> int:

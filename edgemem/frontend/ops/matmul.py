@@ -106,3 +106,38 @@ def transpose_conv(ctx: OpContext):
     act_min, act_max = _activation_range(act, out_scale, out_zp)
     prim = kernels.transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias, dtype, quant=(in_zp, out_zp, act_min, act_max))
     return ctx.emit("TRANSPOSE_CONV", prim, args + [mult, shift], out_shape, dtype, macs)
+
+
+def _softmax_beta(ctx: OpContext) -> float:
+    import tflite
+
+    opts = ctx.options(tflite.SoftmaxOptions)
+    return float(opts.Beta()) if opts is not None else 1.0
+
+
+@lowering("SOFTMAX", types=("int8", "float32"))
+def softmax(ctx: OpContext):
+    """SOFTMAX over the last axis, any beta. int8: TFLM's fixed-point reference (kernels/matmul.softmax_int8;
+    integerize's float form was within one step of it only). float32: TVM's softmax of beta * x."""
+    from tvm import relax
+
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    beta = _softmax_beta(ctx)
+    shape = ctx.shape(x)
+    if not shape:
+        ctx.refuse("its input is a scalar; SOFTMAX needs at least one axis.")
+    if ctx.dtype(x) == "float32":
+        data = ctx.expr(x)
+        if beta != 1.0:
+            data = ctx.conv.bb.emit(relax.op.multiply(data, relax.const(np.float32(beta))))
+        return ctx.conv.bb.emit(relax.op.nn.softmax(data, axis=-1))
+    in_scale, _ = ctx.scale_zp(x, "input")
+    out_scale, out_zp = ctx.scale_zp(y, "output")
+    if ctx.dtype(y) != "int8" or out_zp != -128 or np.float32(out_scale) != np.float32(1.0 / 256):
+        ctx.refuse(f"its output is {ctx.dtype(y)} with scale {out_scale} and zero point {out_zp}; TFLite's int8 SOFTMAX writes int8 with 1/256 and -128.")
+    depth = shape[-1]
+    rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    table, _ = kernels.softmax_exp_table(in_scale, beta)
+    flat = ctx.reshape(ctx.expr(x), (rows, depth))
+    out = ctx.emit("SOFTMAX", kernels.softmax_int8(rows, depth), [flat, table], (rows, depth), "int8")
+    return ctx.reshape(out, shape)
