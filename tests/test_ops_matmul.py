@@ -246,3 +246,33 @@ def test_softmax_edge_cases(name, tmp_path):
 @pytest.mark.parametrize("path", _converted("SOFTMAX"), ids=_ids(_converted("SOFTMAX")))
 def test_softmax_converted(path, tmp_path):
     assert check_model(path, tmp_path).oracle == "tflm"
+
+
+def _l2_options():
+    def fn(b):
+        tflite.L2NormOptionsStart(b)
+        tflite.L2NormOptionsAddFusedActivationFunction(b, mm.ACT.NONE)
+        return tflite.L2NormOptionsEnd(b)
+
+    return mm.OPTS.L2NormOptions, fn
+
+
+L2_CASES = {
+    # rows of one element: every small sum of squares (0, 1, 4, ...), the branches of TFLM's inverse square root
+    "int8-depth1-500-rows": dict(shape=(1, 500, 1), in_q=(0.05, 7), out_q=(1 / 128, 0)),
+    "int8-zp-extreme-4d": dict(shape=(1, 2, 3, 5), in_q=(0.02, -128), out_q=(1 / 128, 0)),
+    "int8-rank1": dict(shape=(33,), in_q=(0.1, 0), out_q=(1 / 128, 0)),
+    # a sum of squares above 2^29: TFLM's normalisation divides it by four first
+    "int8-long-row": dict(shape=(1, 26000), in_q=(0.01, 127), out_q=(1 / 128, 0)),
+    "float32-3d": dict(shape=(2, 3, 7), dtype=np.float32, options=_l2_options()),
+}
+
+
+@pytest.mark.parametrize("name", list(L2_CASES))
+def test_l2_normalization_edge_cases(name, tmp_path):
+    assert check_model(unary_model("L2_NORMALIZATION", **L2_CASES[name]), tmp_path).oracle == "tflm"
+
+
+@pytest.mark.parametrize("path", _converted("L2_NORMALIZATION"), ids=_ids(_converted("L2_NORMALIZATION")))
+def test_l2_normalization_converted(path, tmp_path):
+    assert check_model(path, tmp_path).oracle == "tflm"

@@ -223,3 +223,60 @@ def softmax_int8(rows: int, depth: int):
                     rdbpot(srdhm(s[5], table[s[0] - T.Cast("int32", x[r, c])]), 35 - s[2]) - 128, -128, 127)
 
     return softmax
+
+
+# ---------------------------------------------------------------- L2_NORMALIZATION (int8)
+
+def l2_normalization_int8(rows: int, depth: int, in_zp: int):
+    """int8 L2_NORMALIZATION over rows of ``depth`` (TFLM's reference_integer_ops::L2Normalization): per row the
+    int32 sum of squares of (x - zp), TFLM's GetInvSqrtQuantizedMultiplierExp of it (reverse shift -1: a
+    normalisation by powers of four, five Newton steps in Q3.28, times sqrt(2)/2), then each output
+    MultiplyByQuantizedMultiplier(x - zp, multiplier, shift + 7) clamped to int8 (TFLM writes Q0.7 whatever the
+    output's quantization says). Parameters: x [rows, depth], out [rows, depth]."""
+    from tvm.script import tirx as T
+
+    srdhm = saturating_rounding_doubling_high_mul
+    zp = int(in_zp)
+    i32 = lambda v: T.Cast("int32", v)  # noqa: E731
+
+    @T.prim_func
+    def l2norm(x: T.Buffer((rows, depth), "int8"), out: T.Buffer((rows, depth), "int8")):
+        # s: 0 sum of squares / normalised input, 1 shift, 2 leading zeros, 3 Newton x, 4 x^3, 5 half input,
+        #    6 multiplier
+        s = T.decl_buffer((7,), "int32")
+        for r in range(rows):
+            s[0] = 0
+            for c in range(depth):
+                s[0] = s[0] + (T.Cast("int32", x[r, c]) - zp) * (T.Cast("int32", x[r, c]) - zp)
+            if s[0] <= 1:
+                s[6] = 2147483647
+                s[1] = 0
+            else:
+                s[1] = 11
+                if s[0] >= (1 << 29):  # a sum below 2^31 needs at most one division by 4
+                    s[0] = s[0] // 4
+                    s[1] = s[1] + 1
+                s[2] = 1
+                for k in range(31):
+                    if _i64(s[0]) < (T.int64(1) << T.Cast("int64", k)):
+                        s[2] = s[2] + 1
+                # left_shift_bit_pairs = (clz - 1) / 2 - 1
+                s[1] = s[1] - (((s[2] - 1) >> 1) - 1)
+                s[0] = s[0] * (T.int32(1) << ((((s[2] - 1) >> 1) - 1) * 2))
+                s[5] = rounding_divide_by_pot(_i64(s[0] >> 1), 1)  # half input, Q3.28
+                s[3] = 1 << 28
+                for _it in range(5):
+                    s[4] = i32(srdhm(i32(srdhm(s[3], s[3])), s[3]))
+                    s[4] = _sat_shift_left(s[4], 6)
+                    s[4] = i32(srdhm((1 << 28) + (1 << 27), s[3])) - i32(srdhm(s[5], s[4]))
+                    s[3] = _sat_shift_left(s[4], 3)
+                s[6] = i32(srdhm(s[3], 1518500250))
+                if s[1] < 0:
+                    s[6] = s[6] * (T.int32(1) << (0 - s[1]))
+                    s[1] = 0
+                s[1] = 0 - s[1]
+            for c in range(depth):
+                out[r, c] = clamp_to_int8(
+                    multiply_by_quantized_multiplier(T.Cast("int32", x[r, c]) - zp, s[6], s[1] + 7), -128, 127)
+
+    return l2norm

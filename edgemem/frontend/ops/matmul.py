@@ -141,3 +141,26 @@ def softmax(ctx: OpContext):
     flat = ctx.reshape(ctx.expr(x), (rows, depth))
     out = ctx.emit("SOFTMAX", kernels.softmax_int8(rows, depth), [flat, table], (rows, depth), "int8")
     return ctx.reshape(out, shape)
+
+
+@lowering("L2_NORMALIZATION", types=("int8",))
+def l2_normalization(ctx: OpContext):
+    """int8 L2_NORMALIZATION over the last axis: TFLM's integer reference (kernels/matmul.l2_normalization_int8).
+    float32 stays with TVM's converter (within tolerance of TFLM)."""
+    import tflite
+
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    opts = ctx.options(tflite.L2NormOptions)
+    if opts is not None and opts.FusedActivationFunction() != 0:
+        ctx.refuse("it has a fused activation; TFLite's L2_NORMALIZATION takes none.")
+    shape = ctx.shape(x)
+    if not shape or len(shape) > 4:
+        ctx.refuse(f"its input has rank {len(shape)}; TFLite's L2_NORMALIZATION takes ranks 1 to 4.")
+    _, in_zp = ctx.scale_zp(x, "input")
+    if ctx.dtype(y) != "int8":
+        ctx.refuse(f"its output is {ctx.dtype(y)}; the int8 L2_NORMALIZATION writes int8.")
+    depth = shape[-1]
+    rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    flat = ctx.reshape(ctx.expr(x), (rows, depth))
+    out = ctx.emit("L2_NORMALIZATION", kernels.l2_normalization_int8(rows, depth, in_zp), [flat], (rows, depth), "int8")
+    return ctx.reshape(out, shape)
