@@ -276,3 +276,23 @@ def test_l2_normalization_edge_cases(name, tmp_path):
 @pytest.mark.parametrize("path", _converted("L2_NORMALIZATION"), ids=_ids(_converted("L2_NORMALIZATION")))
 def test_l2_normalization_converted(path, tmp_path):
     assert check_model(path, tmp_path).oracle == "tflm"
+
+
+LOG_SOFTMAX_CASES = {
+    "int8-rank1": dict(shape=(16,), in_q=(0.1, 3), out_q=(16 / 256, 127)),
+    "int8-wide-scale": dict(shape=(3, 6), in_q=(1.2, -5), out_q=(16 / 256, 127)),  # most differences below diff_min
+    "int8-tiny-scale-long-rows": dict(shape=(2, 700), in_q=(0.003, -128), out_q=(16 / 256, 127)),
+    # many rows of few elements: sums all over [1, 8) in Q12.19, both normalisations of TFLM's log
+    "int8-2000-rows": dict(shape=(1, 2000, 3), in_q=(0.05, 0), out_q=(16 / 256, 127)),
+    "float32-4d": dict(shape=(1, 2, 3, 5), dtype=np.float32),
+}
+
+
+@pytest.mark.parametrize("name", list(LOG_SOFTMAX_CASES))
+def test_log_softmax_edge_cases(name, tmp_path):
+    assert check_model(unary_model("LOG_SOFTMAX", **LOG_SOFTMAX_CASES[name]), tmp_path).oracle == "tflm"
+
+
+@pytest.mark.parametrize("path", _converted("LOG_SOFTMAX"), ids=_ids(_converted("LOG_SOFTMAX")))
+def test_log_softmax_converted(path, tmp_path):
+    assert check_model(path, tmp_path).oracle == "tflm"

@@ -96,3 +96,36 @@ def get_reciprocal(x: int, integer_digits: int) -> tuple[int, int]:
 
 def multiply_by_quantized_multiplier_greater_than_one(x: int, multiplier: int, left_shift: int) -> int:
     return srdhm(x * (1 << left_shift), multiplier)
+
+
+def sat_add(a: int, b: int) -> int:
+    return max(INT32_MIN, min(INT32_MAX, a + b))
+
+
+def clz32(x: int) -> int:
+    return 32 - (x & 0xFFFFFFFF).bit_length()
+
+
+LOG_2, SQRT_SQRT_HALF, SQRT_HALF = 1488522236, 1805811301, 1518500250
+ALPHA_N, ALPHA_D, ALPHA_I, ALPHA_F = 117049297, 127690142, 1057819769, 638450708
+
+
+def log_x_ge_1(x: int, input_integer_bits: int, output_integer_bits: int) -> int:
+    """TFLite's log_x_for_x_greater_than_or_equal_to_1_impl: log of a positive Q(input) value, Q(output) result."""
+    accum_bits = output_integer_bits + 1
+    shifted_quarter = sat_mul_pot(1 << 29, -accum_bits)
+    h_a = clz32(x)
+    r_a = sat_mul_pot(srdhm(sat_mul_pot(x, h_a - 1), SQRT_HALF), 1)
+    z_a_adj = sat_add(sat_mul_pot(input_integer_bits - h_a, 31 - accum_bits), shifted_quarter)
+    h_b = clz32(srdhm(x, SQRT_HALF)) - 1
+    r_b = sat_mul_pot(x, h_b)
+    z_b_adj = sat_add(sat_mul_pot(input_integer_bits - h_b, 31 - accum_bits), -shifted_quarter)
+    r, z_adj = min(r_a, r_b), max(z_a_adj, z_b_adj)
+    p = rounding_half_sum(r, SQRT_SQRT_HALF)
+    q = 2 * (r - SQRT_SQRT_HALF)
+    common_sq = srdhm(q, q)
+    num = srdhm(q, r) + srdhm(srdhm(q, common_sq), ALPHA_N)
+    denom_minus_one = srdhm(p, ALPHA_I + q + srdhm(ALPHA_D, common_sq)) + srdhm(ALPHA_F, q)
+    recip = one_over_one_plus_x_for_x_in_0_1(denom_minus_one)
+    num_scaled = sat_mul_pot(num, -accum_bits)
+    return sat_mul_pot(srdhm(z_adj, LOG_2) + srdhm(num_scaled, recip), accum_bits - output_integer_bits)

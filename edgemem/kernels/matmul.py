@@ -280,3 +280,111 @@ def l2_normalization_int8(rows: int, depth: int, in_zp: int):
                     multiply_by_quantized_multiplier(T.Cast("int32", x[r, c]) - zp, s[6], s[1] + 7), -128, 127)
 
     return l2norm
+
+
+# ---------------------------------------------------------------- LOG_SOFTMAX (int8)
+
+def _clz(v):
+    """CountLeadingZeros of a positive int32 load ``v`` (a leaf): 1 + #{k < 31 : v < 2^k}."""
+    total = tirx.const(1, "int32")
+    for k in range(31):
+        total = total + tirx.Select(v < tirx.const(1 << k, "int32"), tirx.const(1, "int32"), tirx.const(0, "int32"))
+    return total
+
+
+def _sat_shift_left_var(v, exponent):
+    """SaturatingRoundingMultiplyByPOTParam of a positive int32 ``v`` by a variable exponent >= 0."""
+    return tirx.Cast("int32", tirx.Min(_i64(v) << _i64(exponent), tirx.const(2**31 - 1, "int64")))
+
+
+def _sat_sub_quarter(v, quarter: int):
+    """SaturatingAddNonGemmlowp / SaturatingSub of a constant in int64, clamped to int32."""
+    s = _i64(v) + quarter
+    return tirx.Cast("int32", tirx.Max(tirx.Min(s, tirx.const(2**31 - 1, "int64")), tirx.const(-(2**31), "int64")))
+
+
+def log_softmax_tables(in_scale: float) -> dict:
+    """TFLM's int8 LOG_SOFTMAX prepare (PreprocessLogSoftmaxScalingExp with beta 1 and 5 integer bits) at build
+    time: the Q5.26 rescaled difference and its exp (Q0.31) for every row difference d = x - max in [-255, 0]
+    (indexed by -d; 0 below diff_min), diff_min, and the reverse scaling multiplier and shift."""
+    from . import gemmlowp as g
+    from .fixed_point import quantize_multiplier
+
+    real = min(float(np.float32(in_scale)) * float(1 << 26), float((1 << 31) - 1))
+    multiplier, left_shift = quantize_multiplier(real)
+    diff_min = -int(math.floor(31.0 * (1 << 26) / (1 << left_shift)))
+    reverse, reverse_shift = quantize_multiplier((1 << (31 - left_shift)) / float(multiplier))
+    q5 = np.zeros(256, np.int32)
+    exp = np.zeros(256, np.int32)
+    for i in range(256):
+        if -i >= diff_min:
+            q5[i] = g.multiply_by_quantized_multiplier_greater_than_one(-i, multiplier, left_shift)
+            exp[i] = g.exp_on_negative_values(int(q5[i]), 5)
+    return {"q5": q5, "exp": exp, "diff_min": diff_min, "reverse": reverse, "reverse_shift": reverse_shift}
+
+
+def log_softmax_int8(rows: int, depth: int, diff_min: int, reverse: int, reverse_shift: int):
+    """int8 LOG_SOFTMAX over rows of ``depth`` (TFLM's reference_ops::LogSoftmaxQuantized): per row the max, the
+    Q12.19 sum of exps, its log in Q5.26 (log_x_for_x_greater_than_or_equal_to_1: two normalisations by
+    leading zeros, a rational approximation, gemmlowp's reciprocal), the adjusted diff_min, then each output
+    RoundingDivideByPOT(q5(d) - log, 22) + 127 (Q4.27 -> output scale 16/256, zero point 127), or -128 below.
+    Parameters: x [rows, depth], q5 [256], exp [256] (log_softmax_tables), out [rows, depth]."""
+    from tvm.script import tirx as T
+
+    from . import gemmlowp as g
+
+    srdhm, rdbpot = saturating_rounding_doubling_high_mul, rounding_divide_by_pot
+    i32 = lambda v: T.Cast("int32", v)  # noqa: E731
+    quarter = 1 << 23  # Rescale<6>(1/4)
+
+    @T.prim_func
+    def log_softmax(x: T.Buffer((rows, depth), "int8"), q5: T.Buffer((256,), "int32"), exp: T.Buffer((256,), "int32"),
+                    out: T.Buffer((rows, depth), "int8")):
+        # s: 0 max, 1 sum, 2 clz a, 3 r_a, 4 z_a_adj, 5 clz b, 6 r_b, 7 z_b_adj, 8 r, 9 z_adj, 10 p, 11 q,
+        #    12 common_sq, 13 num, 14 denominator - 1 / Newton half denominator, 15 Newton x, 16 scratch, 17 log,
+        #    18 adjusted diff_min
+        s = T.decl_buffer((19,), "int32")
+        for r in range(rows):
+            s[0] = -128
+            for c in range(depth):
+                s[0] = T.max(s[0], T.Cast("int32", x[r, c]))
+            s[1] = 0
+            for c in range(depth):
+                s[1] = s[1] + rdbpot(_i64(exp[s[0] - T.Cast("int32", x[r, c])]), 12)
+            # log_x_for_x_greater_than_or_equal_to_1<5>(sum in Q12.19)
+            s[2] = _clz(s[1])
+            s[3] = _sat_shift_left_var(s[1], s[2] - 1)
+            s[3] = i32(srdhm(s[3], g.SQRT_HALF))
+            s[3] = _sat_shift_left(s[3], 1)
+            s[4] = _sat_sub_quarter((12 - s[2]) * (1 << 25), quarter)
+            s[16] = i32(srdhm(s[1], g.SQRT_HALF))
+            s[5] = _clz(s[16]) - 1
+            s[6] = _sat_shift_left_var(s[1], s[5])  # saturates when v * sqrt(1/2) has one more leading zero
+            s[7] = _sat_sub_quarter((12 - s[5]) * (1 << 25), -quarter)
+            s[8] = T.min(s[3], s[6])
+            s[9] = T.max(s[4], s[7])
+            s[10] = i32((_i64(s[8]) + g.SQRT_SQRT_HALF + 1) >> T.int64(1))  # RoundingHalfSum of two positives
+            s[11] = i32((_i64(s[8]) - g.SQRT_SQRT_HALF) * T.int64(2))  # int64: TVM folds int32 constants to 2c
+            s[12] = i32(srdhm(s[11], s[11]))
+            s[16] = i32(srdhm(s[11], s[12]))
+            s[13] = i32(srdhm(s[11], s[8])) + i32(srdhm(s[16], g.ALPHA_N))
+            s[16] = g.ALPHA_I + s[11] + i32(srdhm(g.ALPHA_D, s[12]))
+            s[14] = i32(srdhm(s[10], s[16])) + i32(srdhm(g.ALPHA_F, s[11]))
+            # one_over_one_plus_x_for_x_in_0_1(s[14]); s[14] >= 0: RoundingHalfSum with One is (a + 2^31) / 2
+            s[14] = i32((_i64(s[14]) + T.int64(2**31)) >> T.int64(1))
+            s[15] = 1515870810 + i32(srdhm(s[14], -1010580540))
+            for _it in range(3):
+                s[16] = (1 << 29) - i32(srdhm(s[14], s[15]))
+                s[16] = i32(srdhm(s[15], s[16]))
+                s[15] = s[15] + _sat_shift_left(s[16], 2)
+            s[15] = _sat_shift_left(s[15], 1)  # the reciprocal
+            s[16] = i32(srdhm(s[9], g.LOG_2)) + i32(srdhm(rdbpot(_i64(s[13]), 6), s[15]))
+            s[17] = _sat_shift_left(s[16], 1)
+            s[18] = T.max(diff_min - 1, multiply_by_quantized_multiplier(s[17] + T.int32(-(2**31)), reverse, reverse_shift))
+            for c in range(depth):
+                if s[0] - T.Cast("int32", x[r, c]) < 0 - s[18]:  # d > adjusted diff_min, d = x - max
+                    out[r, c] = clamp_to_int8(rdbpot(_i64(q5[s[0] - T.Cast("int32", x[r, c])] - s[17]), 22) + 127, -128, 127)
+                else:
+                    out[r, c] = T.int8(-128)
+
+    return log_softmax

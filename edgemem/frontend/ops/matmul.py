@@ -164,3 +164,24 @@ def l2_normalization(ctx: OpContext):
     flat = ctx.reshape(ctx.expr(x), (rows, depth))
     out = ctx.emit("L2_NORMALIZATION", kernels.l2_normalization_int8(rows, depth, in_zp), [flat], (rows, depth), "int8")
     return ctx.reshape(out, shape)
+
+
+@lowering("LOG_SOFTMAX", types=("int8",))
+def log_softmax(ctx: OpContext):
+    """int8 LOG_SOFTMAX over the last axis: TFLM's fixed-point reference (kernels/matmul.log_softmax_int8).
+    float32 stays with TVM's converter (within tolerance of TFLM)."""
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    shape = ctx.shape(x)
+    if not shape:
+        ctx.refuse("its input is a scalar; LOG_SOFTMAX needs at least one axis.")
+    in_scale, _ = ctx.scale_zp(x, "input")
+    out_scale, out_zp = ctx.scale_zp(y, "output")
+    if ctx.dtype(y) != "int8" or out_zp != 127 or np.float32(out_scale) != np.float32(16.0 / 256):
+        ctx.refuse(f"its output is {ctx.dtype(y)} with scale {out_scale} and zero point {out_zp}; TFLite's int8 LOG_SOFTMAX writes int8 with 16/256 and 127.")
+    depth = shape[-1]
+    rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    t = kernels.log_softmax_tables(in_scale)
+    prim = kernels.log_softmax_int8(rows, depth, t["diff_min"], t["reverse"], t["reverse_shift"])
+    flat = ctx.reshape(ctx.expr(x), (rows, depth))
+    out = ctx.emit("LOG_SOFTMAX", prim, [flat, t["q5"], t["exp"]], (rows, depth), "int8")
+    return ctx.reshape(out, shape)
