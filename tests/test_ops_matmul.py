@@ -9,6 +9,7 @@ TFLM's bit for bit, float32 within 1e-5 relative (tests/op_check.py).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -24,8 +25,36 @@ import tflite  # noqa: E402
 OPS_DIR = Path(__file__).resolve().parent / "models" / "ops"
 
 
+# The converter's models in the default run: every int8 one, and the float-edged (QUANTIZE/DEQUANTIZE) and float32
+# forms of the variants named here (the others add little once these pass; EDGEMEM_ALL_OP_MODELS=1 runs them all,
+# the file's time budget is about two minutes on two cores).
+_FIO_AND_FLOAT = {
+    "FULLY_CONNECTED": {"fio": ("2d", "3d"), "float32": ("2d", "3d", "relu6")},
+    "BATCH_MATMUL": {"fio": ("plain", "const-rhs", "attention"), "float32": ("bcast", "const-lhs", "adjxy", "attention")},
+    "TRANSPOSE_CONV": {"fio": ("s2-same",), "float32": ("s2-same-k4-relu", "s1-valid-nobias")},
+    "SOFTMAX": {"fio": ("scaled2",), "float32": ("scaled0.3-3d",)},
+    "LOG_SOFTMAX": {"fio": ("2d",), "float32": ("3d",)},
+    "L2_NORMALIZATION": {"fio": ("2d",), "float32": ("3d",)},
+}
+
+
 def _converted(op: str) -> list[Path]:
-    return sorted(OPS_DIR.glob(f"{op}-*.tflite"))
+    paths = sorted(OPS_DIR.glob(f"{op}-*.tflite"))
+    if os.environ.get("EDGEMEM_ALL_OP_MODELS"):
+        return paths
+    keep = _FIO_AND_FLOAT.get(op, {})
+    chosen = []
+    for p in paths:
+        variant = p.stem[len(op) + 1:]
+        if variant.endswith("-fio-int8"):
+            ok = variant[: -len("-fio-int8")] in keep.get("fio", ())
+        elif variant.endswith("-float32"):
+            ok = variant[: -len("-float32")] in keep.get("float32", ())
+        else:
+            ok = True
+        if ok:
+            chosen.append(p)
+    return chosen
 
 
 def _ids(paths):
