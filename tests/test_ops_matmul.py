@@ -325,3 +325,106 @@ def test_log_softmax_edge_cases(name, tmp_path):
 @pytest.mark.parametrize("path", _converted("LOG_SOFTMAX"), ids=_ids(_converted("LOG_SOFTMAX")))
 def test_log_softmax_converted(path, tmp_path):
     assert check_model(path, tmp_path).oracle == "tflm"
+
+
+# ---------------------------------------------------------------- SVDF
+
+def _svdf_options(rank, act):
+    def fn(b):
+        tflite.SVDFOptionsStart(b)
+        tflite.SVDFOptionsAddRank(b, rank)
+        tflite.SVDFOptionsAddFusedActivationFunction(b, act)
+        return tflite.SVDFOptionsEnd(b)
+
+    return mm.OPTS.SVDFOptions, fn
+
+
+def svdf_model(batch, n_input, n_filter, n_memory, rank, *, dtype=np.int8, state_dtype=np.int16, act=mm.ACT.NONE,
+               bias=True, in_q=(0.05, -3), state_q=(0.02, 0), out_q=(0.08, 5), seed=0) -> bytes:
+    """x [B, K] -> SVDF(weights_feature [F, K], weights_time [F, M], bias [F / rank], state [B, F*M]) -> y."""
+    rng = np.random.default_rng(seed)
+    n_unit = n_filter // rank
+    mb = mm.ModelBuilder(description="edgemem svdf test")
+    if dtype == np.int8:
+        wf_s, wt_s = 0.01, 0.004
+        x = mb.tensor("x", (batch, n_input), np.int8, mm.qparams([in_q[0]], [in_q[1]]))
+        wf = mb.const("wf", rng.integers(-127, 128, (n_filter, n_input)).astype(np.int8), mm.qparams([wf_s], [0]))
+        if state_dtype == np.int16:
+            wt = mb.const("wt", rng.integers(-3000, 3000, (n_filter, n_memory)).astype(np.int16), mm.qparams([wt_s], [0]))
+        else:
+            wt = mb.const("wt", rng.integers(-127, 128, (n_filter, n_memory)).astype(np.int8), mm.qparams([wt_s], [0]))
+        b = mb.const("b", rng.integers(-5000, 5000, n_unit).astype(np.int32), mm.qparams([np.float32(state_q[0]) * np.float32(wt_s)], [0]))
+        st = mb.tensor("state", (batch, n_filter * n_memory), state_dtype, mm.qparams([state_q[0]], [state_q[1]]), variable=True)
+        y = mb.tensor("y", (batch, n_unit), np.int8, mm.qparams([out_q[0]], [out_q[1]]))
+    else:
+        x = mb.tensor("x", (batch, n_input), np.float32)
+        wf = mb.const("wf", rng.standard_normal((n_filter, n_input)).astype(np.float32))
+        wt = mb.const("wt", rng.standard_normal((n_filter, n_memory)).astype(np.float32))
+        b = mb.const("b", rng.standard_normal(n_unit).astype(np.float32)) if bias else -1
+        st = mb.tensor("state", (batch, n_filter * n_memory), np.float32, variable=True)
+        y = mb.tensor("y", (batch, n_unit), np.float32)
+    mb.op(mm.OP.SVDF, [x, wf, wt, b, st], [y], *_svdf_options(rank, act), version=3 if dtype == np.int8 else 1)
+    return mb.serialize([x], [y])
+
+
+SVDF_CASES = {
+    "int8-int16-state-rank1": dict(batch=1, n_input=12, n_filter=6, n_memory=5, rank=1),
+    "int8-int16-state-rank2-batch2": dict(batch=2, n_input=7, n_filter=8, n_memory=4, rank=2, state_q=(0.01, 0), seed=1),
+    "int8-int8-state-zp": dict(batch=1, n_input=10, n_filter=4, n_memory=3, rank=2, state_dtype=np.int8,
+                               state_q=(0.05, 9), in_q=(0.04, -128), out_q=(0.03, 127), seed=2),
+    "float32-rank2-relu": dict(batch=1, n_input=9, n_filter=6, n_memory=4, rank=2, dtype=np.float32, act=mm.ACT.RELU, seed=3),
+    "float32-batch2-rank1": dict(batch=2, n_input=5, n_filter=3, n_memory=6, rank=1, dtype=np.float32, seed=4),
+}
+
+
+@pytest.mark.parametrize("name", list(SVDF_CASES))
+def test_svdf_edge_cases(name, tmp_path):
+    assert check_model(svdf_model(**SVDF_CASES[name]), tmp_path).oracle == "tflm"
+
+
+@pytest.mark.parametrize("name", ["int8-int16-state-rank2-batch2", "int8-int8-state-zp", "float32-rank2-relu"])
+def test_svdf_state_carries_across_runs_like_tflm(name, tmp_path):
+    """Five runs in a row on a host build (gcc -Werror, no reset) = one TFLM interpreter invoked five times: the
+    state shifts through its whole memory; edgemem_reset() then gives the first run's output again."""
+    import subprocess
+
+    from edgemem import pipeline
+    from edgemem.reference import seeded_inputs, tflm_interpreter
+    from edgemem.target.host import MODEL_HEADERS, MODEL_SOURCES, WARNING_FLAGS, host_compiler
+    from test_lstm import _SEQUENCE_DRIVER
+
+    try:
+        cc = host_compiler()
+    except Exception as exc:  # noqa: BLE001 (no compiler: nothing to run the sequence with)
+        pytest.skip(str(exc))
+    path = tmp_path / "svdf.tflite"
+    path.write_bytes(svdf_model(**SVDF_CASES[name]))
+    project = tmp_path / "p"
+    pipeline.build(path, "stm32f746", project, pipeline.BuildOptions(compile=False))
+    work = tmp_path / "host"
+    work.mkdir()
+    for f in (*MODEL_SOURCES, *MODEL_HEADERS):
+        text = (project / f).read_text()
+        (work / f).write_text(text.replace('__attribute__((section(".edgemem_arena.arena"), ', "__attribute__(("))
+    (work / "driver.c").write_text("#include <stdlib.h>\n" + _SEQUENCE_DRIVER)
+    subprocess.run([cc, *WARNING_FLAGS, "-O1", *MODEL_SOURCES, "driver.c", "-lm", "-o", "seq"], cwd=work, check=True, timeout=300)
+    runs = 5
+    inputs = [seeded_inputs(path, seed)[0] for seed in range(runs)]
+    for k, x in enumerate(inputs):
+        (work / f"in{k}.bin").write_bytes(x.tobytes())
+    subprocess.run(["./seq", str(runs)], cwd=work, check=True, timeout=120)
+    interp = tflm_interpreter(path)
+    expected = []
+    for x in inputs:
+        interp.set_input(x, 0)
+        interp.invoke()
+        expected.append(np.array(interp.get_output(0), copy=True))
+    for k, want in enumerate(expected):
+        got = np.frombuffer((work / f"out{k}.bin").read_bytes(), dtype=want.dtype).reshape(want.shape)
+        if want.dtype == np.float32:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())), err_msg=f"run {k}")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"run {k}")
+    again = np.frombuffer((work / "again.bin").read_bytes(), dtype=expected[0].dtype).reshape(expected[0].shape)
+    np.testing.assert_array_equal(again, np.frombuffer((work / "out0.bin").read_bytes(), dtype=expected[0].dtype).reshape(expected[0].shape))
+    assert not np.array_equal(expected[-1], expected[0])

@@ -388,3 +388,92 @@ def log_softmax_int8(rows: int, depth: int, diff_min: int, reverse: int, reverse
                     out[r, c] = T.int8(-128)
 
     return log_softmax
+
+
+# ---------------------------------------------------------------- SVDF (int8 and float32, with its state)
+
+SVDF_STATE_PARAM = 4  # position of the activation state among the kernel's parameters (edgemem.state)
+
+
+def svdf(batch: int, n_input: int, n_filter: int, n_memory: int, rank: int, dtype: str, state_dtype: str = "int16",
+         time_dtype: str = "int16", quant=None, float_range=None):
+    """SVDF (TFLM's EvalIntegerSvdfReference / EvalFloatSvdfReference). Parameters: x [B, K], weights_feature
+    [F, K], weights_time [F, M], bias [U] (int32 / float32; zeros when the model has none), state [B, F*M]
+    (read and written: a state tensor kept across invocations), out [B, U], U = F / rank.
+
+    Each call shifts every filter's memory left by one, writes the new column: int8 MultiplyByQuantizedMultiplier
+    of sum(w_feature * (x - in_zp)), clamped to the state type, plus the state zero point (stored with the C
+    conversion to the state type, as TFLM does); float the plain dot product. Then per unit the bias plus, filter
+    by filter of its rank, sum over memory of w_time * (state - state_zp), requantized to the output's zero point
+    and clamped to int8 (TFLM's integer SVDF applies no fused activation) / clamped to ``float_range``.
+    ``quant`` = (in_zp, m1, s1, state_zp, m2, s2, out_zp)."""
+    from tvm.script import tirx as T
+
+    n_unit = n_filter // rank
+    fm = n_filter * n_memory
+    acc_t = "int32" if dtype == "int8" else "float32"
+    if dtype == "int8":
+        in_zp, m1, s1, state_zp, m2, s2, out_zp = quant
+        info = np.iinfo(np.dtype(state_dtype))
+        s_min, s_max = int(info.min), int(info.max)
+    else:
+        in_zp = m1 = s1 = state_zp = m2 = s2 = out_zp = 0
+        s_min = s_max = 0
+    lo, hi = float_range if float_range is not None else (-3.4028234663852886e38, 3.4028234663852886e38)
+
+    def feature(acc):
+        if dtype == "int8":
+            v = multiply_by_quantized_multiplier(acc, m1, s1)
+            return T.Cast(state_dtype, state_zp + T.min(T.max(v, s_min), s_max))
+        return acc
+
+    def term_feature(w, xv):
+        if dtype == "int8":
+            return T.Cast("int32", w) * (T.Cast("int32", xv) - in_zp)
+        return w * xv
+
+    def term_time(w, sv):
+        if dtype == "int8":
+            return T.Cast("int32", w) * (T.Cast("int32", sv) - state_zp)
+        return w * sv
+
+    def result(acc):
+        if dtype == "int8":
+            return clamp_to_int8(multiply_by_quantized_multiplier(acc, m2, s2) + out_zp, -128, 127)
+        return T.min(T.max(acc, T.float32(lo)), T.float32(hi))
+
+    w_dtype = "int8" if dtype == "int8" else "float32"
+    wt_dtype = time_dtype if dtype == "int8" else "float32"
+    st_dtype = state_dtype if dtype == "int8" else "float32"
+    zero = T.int32(0) if dtype == "int8" else T.float32(0)
+
+    @T.prim_func
+    def svdf_kernel(x: T.Buffer((batch, n_input), dtype), wf: T.Buffer((n_filter, n_input), w_dtype),
+                    wt: T.Buffer((n_filter, n_memory), wt_dtype), bias: T.Buffer((n_unit,), acc_t),
+                    state: T.Buffer((batch, fm), st_dtype), out: T.Buffer((batch, n_unit), dtype)):
+        T.func_attr({"tir.noalias": False})
+        acc = T.decl_buffer((2,), acc_t)
+        for b in range(batch):
+            for i in range(fm - 1):
+                state[b, i] = state[b, i + 1]
+            for f in range(n_filter):
+                acc[0] = zero
+                for k in range(n_input):
+                    acc[0] = acc[0] + term_feature(wf[f, k], x[b, k])
+                state[b, f * n_memory + n_memory - 1] = feature(acc[0])
+            for u in range(n_unit):
+                acc[1] = bias[u]
+                for r in range(rank):
+                    acc[0] = zero
+                    for m in range(n_memory):
+                        acc[0] = acc[0] + term_time(wt[u * rank + r, m], state[b, (u * rank + r) * n_memory + m])
+                    acc[1] = acc[1] + acc[0]
+                out[b, u] = result(acc[1])
+
+    return svdf_kernel
+
+
+def svdf_initial_state(batch: int, size: int, dtype: str, zero_point: int) -> np.ndarray:
+    """TFLM's reset of a variable tensor: memset to the zero point for int8, to 0 otherwise."""
+    value = zero_point if dtype == "int8" else 0
+    return np.full((batch, size), value, dtype=np.dtype(dtype))

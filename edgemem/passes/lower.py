@@ -38,8 +38,8 @@ def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
         for p in passes:
             mod = p(mod)
     for gv, func in list(mod.functions.items()):
-        if isinstance(func, tvm.tirx.PrimFunc):
-            mod[gv] = scalar_schedule(func)
+        if isinstance(func, tvm.tirx.PrimFunc) and not (func.attrs is not None and "edgemem.op" in func.attrs):
+            mod[gv] = scalar_schedule(func)  # edgemem's own kernels (registry lowerings) come scheduled
     return mod
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import matmul as kernels
-from ...kernels.fixed_point import conv_multipliers, fully_connected_multiplier
+from ...kernels.fixed_point import conv_multipliers, fully_connected_multiplier, quantize_multiplier
 from .registry import OpContext, lowering
 
 
@@ -185,3 +185,65 @@ def log_softmax(ctx: OpContext):
     flat = ctx.reshape(ctx.expr(x), (rows, depth))
     out = ctx.emit("LOG_SOFTMAX", prim, [flat, t["q5"], t["exp"]], (rows, depth), "int8")
     return ctx.reshape(out, shape)
+
+
+@lowering("SVDF", types=("int8", "float32"))
+def svdf(ctx: OpContext):
+    """SVDF with its activation state as an edgemem state tensor (kept across invocations outside the arena,
+    reset to TFLM's values: the zero point for an int8 state, else 0). int8: TFLM's integer reference (int16 or
+    int8 state and time weights; multipliers from float32 scale products, as TFLM's Prepare; no fused
+    activation, TFLM's integer kernel applies none); float32: TFLM's float reference with its activation."""
+    import tflite
+
+    x_t, wf_t, wt_t, st_t, y_t = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2], ctx.inputs[4] if ctx.present(4) else None, ctx.outputs[0]
+    if st_t is None or not ctx.present(2):
+        ctx.refuse("it has no activation state or time weights.")
+    opts = ctx.options(tflite.SVDFOptions)
+    rank = int(opts.Rank()) if opts is not None else 1
+    act = _ACTS.get(opts.FusedActivationFunction() if opts is not None else 0)
+    x_shape, wf_shape, wt_shape = ctx.shape(x_t), ctx.shape(wf_t), ctx.shape(wt_t)
+    if len(x_shape) != 2 or len(wf_shape) != 2 or len(wt_shape) != 2:
+        ctx.refuse(f"its input and weights have ranks {len(x_shape)}, {len(wf_shape)}, {len(wt_shape)}; TFLite's SVDF takes 2-D ones.")
+    batch, n_input = x_shape
+    n_filter, n_memory = wt_shape
+    if rank < 1 or n_filter % rank or wf_shape != (n_filter, n_input) or ctx.shape(st_t) != (batch, n_filter * n_memory) \
+            or ctx.shape(y_t) != (batch, n_filter // rank):
+        ctx.refuse(f"its shapes do not match: input {list(x_shape)}, weights {list(wf_shape)} and {list(wt_shape)}, state {list(ctx.shape(st_t))}, output {list(ctx.shape(y_t))}, rank {rank}.")
+    wf, wt = ctx.value(wf_t), ctx.value(wt_t)
+    if wf is None or wt is None:
+        ctx.refuse("its weights are not constants.")
+    if ctx.value(st_t) is not None:
+        ctx.refuse("its activation state is a constant; TFLite's SVDF state is a variable tensor.")
+    n_unit = n_filter // rank
+    dtype = ctx.dtype(x_t)
+    bias = ctx.value(ctx.inputs[3]) if ctx.present(3) else None
+    if ctx.present(3) and bias is None:
+        ctx.refuse("its bias is not a constant.")
+    state_dtype = ctx.dtype(st_t)
+    if dtype == "float32":
+        if act is None:
+            ctx.refuse(f"its fused activation {opts.FusedActivationFunction()} is not one edgemem knows.")
+        prim = kernels.svdf(batch, n_input, n_filter, n_memory, rank, "float32", float_range=_FLOAT_RANGES[act])
+        b = np.zeros(n_unit, np.float32) if bias is None else bias.reshape(-1).astype(np.float32)
+        state0 = kernels.svdf_initial_state(batch, n_filter * n_memory, "float32", 0)
+        args = [ctx.expr(x_t), wf.astype(np.float32), wt.astype(np.float32), b, state0]
+    else:
+        if bias is None:
+            ctx.refuse("it has no bias; TFLM's int8 SVDF requires one.")
+        if state_dtype not in ("int8", "int16") or ctx.dtype(wt_t) not in ("int8", "int16") or ctx.dtype(wf_t) != "int8":
+            ctx.refuse(f"its feature weights, time weights and state are {ctx.dtype(wf_t)}, {ctx.dtype(wt_t)}, {state_dtype}; TFLite's int8 SVDF takes int8 feature weights and int8 or int16 time weights and state.")
+        in_s, in_zp = ctx.scale_zp(x_t, "input")
+        wf_s, _ = ctx.scale_zp(wf_t, "feature weights")
+        wt_s, _ = ctx.scale_zp(wt_t, "time weights")
+        st_s, st_zp = ctx.scale_zp(st_t, "activation state")
+        out_s, out_zp = ctx.scale_zp(y_t, "output")
+        f32 = np.float32
+        m1, s1 = quantize_multiplier(float(f32(f32(in_s) * f32(wf_s)) / f32(st_s)))
+        m2, s2 = quantize_multiplier(float(f32(f32(st_s) * f32(wt_s)) / f32(out_s)))
+        prim = kernels.svdf(batch, n_input, n_filter, n_memory, rank, "int8", state_dtype, ctx.dtype(wt_t),
+                            quant=(in_zp, m1, s1, st_zp, m2, s2, out_zp))
+        state0 = kernels.svdf_initial_state(batch, n_filter * n_memory, state_dtype, st_zp)
+        args = [ctx.expr(x_t), wf.astype(np.int8), wt, bias.reshape(-1).astype(np.int32), state0]
+    prim = prim.with_attr("edgemem.state", str(kernels.SVDF_STATE_PARAM))
+    macs = batch * n_filter * (n_input + n_memory)
+    return ctx.emit("SVDF", prim, args, (batch, n_unit), dtype, macs)
