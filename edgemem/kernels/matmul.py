@@ -107,9 +107,10 @@ def transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias: bool, dty
     """TRANSPOSE_CONV, NHWC input [N, H, W, I], weights [O, KH, KW, I] (TFLite's layout), output [N, OH, OW, O].
 
     Gathered per output element: input pixel (iy, ix) reaches output row oy through filter row
-    fy = oy + pad_h - iy * stride_h. The reduction runs over (filter row descending, filter column descending,
-    input channel): the order in which TFLM's scatter loop (input rows, columns, channels ascending) adds into
-    one output element, so the float sums are TFLM's to the bit. int8 (``quant`` = (in_zp, out_zp, act_min,
+    fy = oy + pad_h - iy * stride_h, so only the filter rows congruent to oy + pad_h modulo the stride take part.
+    The reduction runs over those (filter row descending, filter column descending, input channel): the order in
+    which TFLM's scatter loop (input rows, columns, channels ascending) adds into one output element, so the
+    float sums are TFLM's to the bit. int8 (``quant`` = (in_zp, out_zp, act_min,
     act_max); per-channel ``mult``/``shift`` [O] parameters after the bias): int32 sum of (x - in_zp) * w (TFLM
     ignores the weights' zero point), bias, MultiplyByQuantizedMultiplier, zero point, clamp. float32: sum, bias,
     clamp to ``float_range`` (lo, hi) or none."""
@@ -123,14 +124,17 @@ def transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias: bool, dty
     bias = te.placeholder((o,), "int32" if dtype == "int8" else dtype, name="bias") if has_bias else None
     mult = te.placeholder((o,), "int32", name="mult") if dtype == "int8" else None
     shift = te.placeholder((o,), "int32", name="shift") if dtype == "int8" else None
-    ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, c), "rc")
+    # Only the filter rows fy = (oy + pad) mod stride + stride * j reach output row oy from an input row:
+    # ceil(KH / stride) of them, visited from the last (the first input row) on.
+    jh, jw = -(-kh // sh), -(-kw // sw)
+    ry, rx, rc = te.reduce_axis((0, jh), "ry"), te.reduce_axis((0, jw), "rx"), te.reduce_axis((0, c), "rc")
     zero = tirx.const(0, "int32" if dtype == "int8" else dtype)
 
     def acc_fn(b, oy, ox, oc):
-        fy, fx = kh - 1 - ry, kw - 1 - rx
-        ty, tx = oy + ph - fy, ox + pw - fx  # input position times the stride
-        iy, ix = ty // sh, tx // sw
-        ok = tirx.all(ty >= 0, tx >= 0, ty % sh == 0, tx % sw == 0, iy < h, ix < w)
+        fy = (oy + ph) % sh + sh * (jh - 1 - ry)
+        fx = (ox + pw) % sw + sw * (jw - 1 - rx)
+        iy, ix = (oy + ph - fy) // sh, (ox + pw - fx) // sw  # exact divisions
+        ok = tirx.all(fy < kh, fx < kw, iy >= 0, ix >= 0, iy < h, ix < w)
         if dtype == "int8":
             term = (x[b, iy, ix, rc].astype("int32") - quant[0]) * wt[oc, fy, fx, rc].astype("int32")
         else:
