@@ -207,12 +207,19 @@ def depthwise_inplace_delay(x_shape, w_shape, stride, dilation, pad, out_shape) 
 
 
 def fully_connected(x_shape, w_shape, has_bias, in_zp, w_zp, multiplier, shift, rq: Requant):
-    """FULLY_CONNECTED: x [B, K] int8, weights [O, K] int8 (TFLite's layout), per-tensor multiplier."""
+    """FULLY_CONNECTED: x [B, K] int8, weights [O, K] int8 (TFLite's layout).
+
+    ``multiplier``/``shift`` as Python ints: one per-tensor multiplier (TFLM's FullyConnected, with the
+    weights' zero point). ``None``: per-channel (TFLM's FullyConnectedPerChannel, weights symmetric), the
+    kernel then takes ``mult`` [O] and ``shift`` [O] int32 constants after the bias."""
     batch, k = x_shape
     o = w_shape[0]
+    per_channel = multiplier is None
     x = te.placeholder(x_shape, "int8", name="x")
     wt = te.placeholder(w_shape, "int8", name="w")
     bias = te.placeholder((o,), "int32", name="bias") if has_bias else None
+    mult = te.placeholder((o,), "int32", name="mult") if per_channel else None
+    shifts = te.placeholder((o,), "int32", name="shift") if per_channel else None
     rk = te.reduce_axis((0, k), "rk")
     acc = te.compute(
         (batch, o),
@@ -224,11 +231,14 @@ def fully_connected(x_shape, w_shape, has_bias, in_zp, w_zp, multiplier, shift, 
 
     def out_fn(b, oc):
         v = acc[b, oc] + (bias[oc] if has_bias else 0)
-        v = multiply_by_quantized_multiplier(v, multiplier, shift) + rq.out_zp
+        if per_channel:
+            v = multiply_by_quantized_multiplier(v, mult[oc], shifts[oc]) + rq.out_zp
+        else:
+            v = multiply_by_quantized_multiplier(v, multiplier, shift) + rq.out_zp
         return clamp_to_int8(v, rq.act_min, rq.act_max)
 
     out = te.compute((batch, o), out_fn, name="out")
-    params = [x, wt] + ([bias] if has_bias else []) + [out]
+    params = [x, wt] + ([bias] if has_bias else []) + ([mult, shifts] if per_channel else []) + [out]
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 

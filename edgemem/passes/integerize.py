@@ -454,14 +454,27 @@ class _Integerizer:
         if d_in is None or d_in.is_const or d_w is None or not d_w.is_const:
             raise UnsupportedModelError("matmul that is not an int8 FULLY_CONNECTED.")
         w = np.ascontiguousarray(d_w.source.T).astype(np.int8)  # back to TFLite's [O, K]
-        if d_w.scale.size != 1:
-            raise UnsupportedModelError("per-channel FULLY_CONNECTED weights are not supported yet.")
-        m, s = fully_connected_multiplier(d_in.scalar_scale, d_w.scalar_scale, out_scale)
         x_shape = _shape(d_in.source)
-        prim = int8_ops.fully_connected(x_shape, w.shape, bias is not None, d_in.scalar_zp, d_w.scalar_zp, m, s, rq)
+        consts = []
+        if d_w.scale.size == 1:
+            m, s = fully_connected_multiplier(d_in.scalar_scale, d_w.scalar_scale, out_scale)
+            w_zp = d_w.scalar_zp
+        else:
+            # Per-channel (one scale per output row, what today's converter writes for Dense): TFLM's
+            # FullyConnectedPerChannel, multipliers from double(in) * double(w[o]) / double(out) like a conv.
+            if d_w.scale.size != w.shape[0]:
+                raise UnsupportedModelError(f"FULLY_CONNECTED weights with {d_w.scale.size} scales for {w.shape[0]} output rows; TFLite quantizes them per output row.")
+            if np.any(d_w.zero_point != 0):
+                raise UnsupportedModelError("per-channel FULLY_CONNECTED weights with a non-zero zero point (TFLite requires symmetric weights).")
+            mult, shift = conv_multipliers(d_in.scalar_scale, d_w.scale.reshape(-1), out_scale)
+            m = s = None
+            w_zp = 0
+            consts = [relax.const(mult), relax.const(shift)]
+        prim = int8_ops.fully_connected(x_shape, w.shape, bias is not None, d_in.scalar_zp, w_zp, m, s, rq)
         args = [self._act(d_in.source), relax.const(w)]
         if bias is not None:
             args.append(relax.const(bias.astype(np.int32)))
+        args += consts
         return self._call(self._name("fully_connected"), prim, args, out_shape, "FULLY_CONNECTED", int(np.prod(out_shape)) * w.shape[1])
 
     def _operand(self, d: Dequant, what: str):

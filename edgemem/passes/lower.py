@@ -46,8 +46,9 @@ def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
 
 def _has_int8_kernels(mod: tvm.IRModule) -> bool:
     """Kernels the frontend already called (an int8 LSTM, an operator of frontend/ops/) with an int8 operand: a
-    model with no QDQ island at all can have them. A float model whose only edgemem kernels move float, int32
-    or bool data (frontend/ops/layout.py) stays on TVM's float path, which keeps those calls as they are."""
+    model with no QDQ island at all can have them. A float model whose only edgemem kernels take float, int32
+    or bool data (a float32 BATCH_MATMUL, a layout move) stays on TVM's float path, which keeps those calls as
+    they are and lowers the float Relax ops around them."""
     for f in mod.functions.values():
         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs:
             if any(str(getattr(p.ty, "dtype", "")) == "int8" for p in f.params):

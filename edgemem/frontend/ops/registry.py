@@ -61,15 +61,26 @@ def find(name: str, op_type: str) -> Lowering | None:
     return None
 
 
-def operand_type(subgraph, op) -> str:
+def operand_type(subgraph, op, model=None) -> str:
     """The type an operator is classified by: its first non-constant input's, else its first input's, else its
-    first output's (TFLite names kernels by that type: an int8 ADD, a float32 TANH)."""
+    first output's (TFLite names kernels by that type: an int8 ADD, a float32 TANH). Constants are told apart
+    only when ``model`` (whose buffers hold them) is given; TRANSPOSE_CONV's first input is its int32 shape."""
     inputs = [int(i) for i in (op.InputsAsNumpy() if op.InputsLength() else []) if i >= 0]
     outputs = [int(i) for i in (op.OutputsAsNumpy() if op.OutputsLength() else []) if i >= 0]
+    if model is not None:
+        inputs = [i for i in inputs if not _is_constant(model, subgraph.Tensors(i))] or inputs
     candidates = inputs or outputs
     if not candidates:
         return "none"
     return _TFL_TYPES.get(subgraph.Tensors(candidates[0]).Type(), "unknown")
+
+
+def _is_constant(model, tensor) -> bool:
+    index = tensor.Buffer()
+    if not 0 < index < model.BuffersLength():
+        return False
+    buf = model.Buffers(index)
+    return buf.DataLength() > 0 or buf.Offset() > 1  # data inline, or past the flatbuffer (large models)
 
 
 class OpContext:
