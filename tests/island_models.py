@@ -115,3 +115,17 @@ def layernorm_model(seed: int = 0) -> bytes:
     y = mb.tensor("y", (1, 6, 16), np.int8, mm.qparams([0.03], [0]))
     mb.op(mm.OP.QUANTIZE, [o], [y])
     return mb.serialize([x], [y, n])
+
+
+def single_op_model(seed: int = 0) -> bytes:
+    """x int8[1,64] -> DEQUANTIZE -> float MUL(f, f) -> QUANTIZE -> y: one float operator between a DEQUANTIZE
+    and a QUANTIZE has the same Relax form as an int8 MUL, but TFLM runs it in float (the rounding differs)."""
+    mb = mm.ModelBuilder(description="edgemem float island: one operator")
+    x = mb.tensor("x", (1, 64), np.int8, mm.qparams([0.0731], [5]))
+    f = mb.tensor("f", (1, 64), np.float32)
+    mb.op(mm.OP.DEQUANTIZE, [x], [f])
+    m = mb.tensor("m", (1, 64), np.float32)
+    mb.op(mm.OP.MUL, [f, f], [m], *_mul_options())
+    y = mb.tensor("y", (1, 64), np.int8, mm.qparams([0.1], [-128]))
+    mb.op(mm.OP.QUANTIZE, [m], [y])
+    return mb.serialize([x], [y])
