@@ -129,3 +129,4 @@ def single_op_model(seed: int = 0) -> bytes:
     y = mb.tensor("y", (1, 64), np.int8, mm.qparams([0.1], [-128]))
     mb.op(mm.OP.QUANTIZE, [m], [y])
     return mb.serialize([x], [y])
+

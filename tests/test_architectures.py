@@ -84,11 +84,9 @@ def _output_type(sg, op) -> str:
 
 # Operators the support check passes (TVM's converter takes them) but edgemem cannot build from its output yet:
 # without a lowering of edgemem's own (for the output types named) they fail after the import.
-_TUPLE = "float32: TVM's kernel returns a tuple, which edgemem's graph reader does not plan"
 _FRONTEND_GAPS = {
     "TRANSPOSE_CONV": "float32: TVM legalizes no relax.nn.conv2d_transpose; int8: integerize has no form of it",
-    "SPLIT": _TUPLE, "SPLIT_V": _TUPLE, "UNPACK": _TUPLE,
-}  # fmt: skip
+}
 
 
 def _params():

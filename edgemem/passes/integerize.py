@@ -734,7 +734,9 @@ def _legalize_float_islands(mod: tvm.IRModule) -> tvm.IRModule:
     there are call_tir and stay as they are; no fusion, which would merge them with edgemem's int8 kernels),
     each new PrimFunc with edgemem's scalar schedule (no intermediate buffers), as for a float model."""
     from ..kernels.float_schedule import scalar_schedule
+    from .split_slices import split_to_slices
 
+    mod = split_to_slices(mod)  # one kernel per part, not one returning a tuple
     before = {gv.name_hint for gv in mod.functions}
     with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
         mod = relax.transform.LegalizeOps()(mod)

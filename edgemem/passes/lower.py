@@ -11,6 +11,7 @@ from tvm import relax
 
 from ..kernels.float_schedule import scalar_schedule
 from .integerize import integerize
+from .split_slices import split_to_slices
 
 
 def _has_quantize(mod: tvm.IRModule) -> bool:
@@ -26,6 +27,7 @@ def _has_quantize(mod: tvm.IRModule) -> bool:
 
 def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     """LegalizeOps -> AnnotateTIROpPattern -> FuseOps -> FuseTIR: one PrimFunc per fused group."""
+    mod = split_to_slices(mod)  # one kernel per part, not one returning a tuple
     passes = [
         relax.transform.FoldConstant(),  # weight transposes happen on the host, not in RAM
         relax.transform.LegalizeOps(),
