@@ -27,11 +27,16 @@ from edgemem import pipeline
 from edgemem.errors import UnsupportedModelError
 from edgemem.reference import reference_outputs, seeded_inputs
 
-from op_check import LITERT_INT_LSB, assert_outputs_match
+from op_check import assert_outputs_match
 
 ARCH = Path(__file__).resolve().parent / "models" / "arch"
 MIB = 1024 * 1024
 SEED = 0
+# Where TFLM cannot run a whole architecture (no GELU or TILE kernel, or its binding aborts), LiteRT's kernels are the
+# oracle and they round some operators one step away from TFLM's: per-channel FULLY_CONNECTED differs by one step on
+# some elements of the transformer encoder's own layers (TFLM vs LiteRT, each layer cut out and run alone, while
+# edgemem equals TFLM there), and steps compound through a few layers. int8 outputs are then allowed this many steps.
+LITERT_STEPS = 2
 BIG = {"ram": 4 * MIB, "flash": 4 * MIB}  # QEMU's mps2-an500 stand-in holds 4 MiB of each
 
 # Models that do not fit the STM32F746's 320 KiB of RAM / 1 MiB of flash as they are (all float32 models are
@@ -160,10 +165,12 @@ def test_architecture_runs_under_qemu_like_the_reference(name, tmp_path):
     got = run["output_arrays"]
     assert [(g.dtype, g.shape) for g in got] == [(np.asarray(w).dtype, np.asarray(w).shape) for w in want]
     for i, (g, w, step) in enumerate(zip(got, want, _dequantized_steps(path))):
-        if step is not None and oracle != "tflm":  # a DEQUANTIZE'd int8 output: LiteRT's one step, in float
-            np.testing.assert_allclose(g, w, rtol=0, atol=(LITERT_INT_LSB + 0.5) * step, err_msg=f"{name} output {i}")
-        else:
-            assert_outputs_match([g], [w], oracle, f"{name} seed {SEED} output {i}")
+        if oracle == "tflm" or (step is None and g.dtype.kind == "f"):
+            assert_outputs_match([g], [w], oracle, f"{name} seed {SEED} output {i}")  # TFLM: bit-exact; float: 1e-5
+        else:  # LiteRT on int8 data (or a DEQUANTIZE'd int8 output, in steps of its scale)
+            q = 1.0 if step is None else step
+            diff = np.abs(g.astype(np.float64) - np.asarray(w, np.float64)) / q
+            assert diff.max(initial=0) <= LITERT_STEPS + 1e-3, f"{name} output {i}: {diff.max():.3f} steps from LiteRT"
     assert run["arena_high_water_bytes"] <= result.info["arena_bytes"]
 
 
