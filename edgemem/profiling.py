@@ -113,7 +113,8 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
         result["tick_note"] = "the cycle counter did not count: no DWT (QEMU does not model it)"
     if port is None and not cycles:
         result["total_instructions"] = sum(r["instructions"] for r in rows)
-    result.update(_compare(outputs, _reference_outputs(info["model"], inputs), info["outputs"]))
+    reference, oracle = _reference_outputs(info["model"], inputs)
+    result.update(_compare(outputs, reference, info["outputs"], oracle))
     path = Path(save) if save is not None else out_dir / PROFILE_JSON
     path.write_text(json.dumps(result, indent=2) + "\n")
     result["saved_to"] = str(path)

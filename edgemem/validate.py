@@ -147,7 +147,8 @@ class SerialDevice:
         if not reply.finished or report.errors or len(report.outputs) != len(self.info["outputs"]):
             raise DeviceError(f"the device on {self.where} did not answer the request with its outputs:\n{reply.text[-2000:]}")
         outputs = device_arrays(report.outputs, self.info["outputs"])
-        return _compare(outputs, _reference_outputs(self.info["model"], inputs), self.info["outputs"])
+        reference, oracle = _reference_outputs(self.info["model"], inputs)
+        return _compare(outputs, reference, self.info["outputs"], oracle)
 
     def close(self) -> None:
         from .target.serial_link import end_session

@@ -353,6 +353,20 @@ def _converter_class():
                 raise UnsupportedModelError(f"SOFTMAX with beta={beta} is not supported yet (only beta=1).")
             return super().convert_softmax(op)
 
+        island_starts: list = []  # the float vars of DEQUANTIZE operators of int8 activations, last import
+
+        def convert_dequantize(self, op):
+            # A DEQUANTIZE operator of an int8 activation starts a float island (float operators, then a
+            # QUANTIZE): named in main's attrs so that integerize runs those operators in float, as TFLM does,
+            # rather than taking them for an int8 operator's dequantize -> op -> quantize form.
+            out = super().convert_dequantize(op)
+            src = self.get_input_tensors(op)[0]
+            constant = src.buffer is not None and not isinstance(src.buffer, int) and src.buffer.DataLength() > 0
+            if src.tensor.Type() == 9 and not constant:
+                out = self.bb.emit(out)
+                type(self).island_starts.append(out)
+            return out
+
         def convert_unidirectional_sequence_lstm(self, op):
             if not self.is_quantized(op):
                 return super().convert_unidirectional_sequence_lstm(op)
@@ -437,12 +451,16 @@ def import_tflite(path: Path) -> ImportedModel:
     sg = model.Subgraphs(0)
     converter = _converter_class()
     check_operators(model, op_names, path)  # every unsupported operator at once, before TVM sees any
+    converter.island_starts = []
     try:
         mod = from_tflite(model, op_converter=converter)
     except Exception as exc:
         if converter.builder is not None:
             abandon(converter.builder)
         raise _import_error(exc, path, sg, op_names, converter) from exc
+    if converter.island_starts:
+        names = sorted({v.name for v in converter.island_starts})
+        mod["main"] = mod["main"].with_attr("edgemem.float_island_starts", ",".join(names))
     labels = {var: _op_label(sg, op_names, i) for var, i in converter.op_of_var.items()}
     return ImportedModel(Path(path), mod, inputs, outputs, op_names, labels)
 

@@ -214,8 +214,10 @@ class _Integerizer:
         self.func = func
         self.mod = mod  # the frontend's module: kernels it already called (int8 LSTM) live there
         self.bb = relax.BlockBuilder()
-        self.env: dict = {}  # old int8 var -> new var
+        self.env: dict = {}  # old int8 var (or float var of a float island) -> new var
         self.count = 0
+        self.float_ops = 0  # Relax float operators copied from float islands (legalized by TVM afterwards)
+        self.island = self._island_vars()
 
     # -- emission
     def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8",
@@ -288,7 +290,7 @@ class _Integerizer:
         if isinstance(value, relax.Tuple):
             return  # the outputs' tuple, rebuilt from the new outputs at the end
         if self._is_kernel_call(value) or (isinstance(value, relax.TupleGetItem) and value.tuple_value in self.env):
-            self.env[var] = self._kernel_call(value)
+            self.env[var] = self._kernel_call(value, self._float_arg)
             return
         if isinstance(value, relax.Var) and value in self.env:  # a plain rebinding (the frontend's output)
             self.env[var] = self.env[value]
@@ -300,6 +302,8 @@ class _Integerizer:
         if _dtype(var) != "int8":
             if op == "dequantize" and var in self.outputs:
                 self.env[var] = self._dequantize_output(var, value)
+            elif var in self.outputs:  # a float op's result is a model output: the island ends there
+                self.env[var] = self._float(var)
             return  # other float or int32 intermediates are consumed by the island that quantizes them
         if op == "quantize":
             self.env[var] = self._quantized(var, value, clip_of.get(var))
@@ -319,16 +323,17 @@ class _Integerizer:
     def _is_kernel_call(self, value) -> bool:
         return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"
 
-    def _kernel_call(self, value):
-        """A kernel the frontend called directly (an integer LSTM) and its (output, workspace) pick: copied
-        over with its operands renamed."""
+    def _kernel_call(self, value, arg=None):
+        """A kernel the frontend called directly (an integer LSTM, an operator lowering) and its (output,
+        workspace) pick: copied over with its operands renamed (by ``arg``, default ``_act``)."""
         if isinstance(value, relax.TupleGetItem):
             return self.bb.emit(relax.TupleGetItem(self.env[value.tuple_value], value.index))
+        arg = arg or self._act
         gv, args = value.args[0], value.args[1]
         prim = self.mod[gv]
         new_gv = self.bb.add_func(prim, self._name(str(prim.attrs.get("edgemem.op", gv.name_hint))))
         fields = args.fields if isinstance(args, relax.Tuple) else [args]
-        new_args = [self._act(a) if isinstance(a, relax.Var) else a for a in fields]
+        new_args = [arg(a) if isinstance(a, relax.Var) else a for a in fields]
         out_ty = value.ty_args[0]
         out_ty = list(out_ty.fields) if isinstance(out_ty, relax.TupleType) else out_ty
         return self.bb.emit(relax.call_tir(new_gv, new_args, out_ty))
@@ -338,6 +343,14 @@ class _Integerizer:
         body, scale, zp = value.args
         out_scale = float(_const_tree(self.g, scale).reshape(-1)[0])
         out_zp = int(_const_tree(self.g, zp).reshape(-1)[0])
+        out_shape = _shape(var)
+        if body in self.island:
+            # QUANTIZE ending a float island (TFLite DEQUANTIZE -> float operators -> QUANTIZE, which the converter
+            # leaves where it cannot quantize an operator): the float operators run as float kernels, like TFLM's
+            if clip is not None:
+                raise UnsupportedModelError("its QUANTIZE has a clip after it that is not a fused activation edgemem knows.")
+            prim = int8_ops.quantize_float(out_shape, out_scale, out_zp)
+            return self._call(self._name("quantize"), prim, [self._float(body)], out_shape, "QUANTIZE", 0)
         act = "NONE"
         expr = self.g.value(body)
         if _op(expr) == "nn.relu":
@@ -353,7 +366,6 @@ class _Integerizer:
         else:
             rng = _activation_range(act, out_scale, out_zp)
         rq = Requant(out_zp, *rng)
-        out_shape = _shape(var)
 
         bias = None
         if _op(expr) == "add":
@@ -393,8 +405,77 @@ class _Integerizer:
             prim = int8_ops.quantize_float(out_shape, out_scale, out_zp)
             return self._call(self._name("quantize"), prim, [self._act(expr)], out_shape, "QUANTIZE", 0)
         if op is None and isinstance(expr, relax.Var) and _dtype(expr) == "float32":
-            raise UnsupportedModelError(f"QUANTIZE of the float tensor '{expr.name}' that is not a model input is not supported; edgemem quantizes float data only at the model's inputs.")
+            raise UnsupportedModelError("it quantizes a float tensor that is neither a model input nor computed from a DEQUANTIZE operator; edgemem cannot run that.")
         raise UnsupportedModelError(f"edgemem does not know the int8 form of '{op}'.")
+
+    # -- float islands: DEQUANTIZE -> float operators -> QUANTIZE inside an int8 model
+    def _island_vars(self) -> set:
+        """The float vars of float islands: the frontend named the DEQUANTIZE operators of int8 activations in
+        main's attrs (frontend/tflite_import.py); every float value computed from one of them is in its island."""
+        attrs = self.func.attrs
+        starts = set(str(attrs["edgemem.float_island_starts"]).split(",")) if attrs is not None and "edgemem.float_island_starts" in attrs else set()
+        island = set()
+        if not starts:
+            return island
+        for var, value in self.g.defs.items():
+            if _is_int8(var):
+                continue
+            if var.name in starts or any(isinstance(a, relax.Var) and a in island for a in self._operands(value)) \
+                    or (isinstance(value, relax.Var) and value in island) \
+                    or (isinstance(value, relax.TupleGetItem) and value.tuple_value in island):  # fmt: skip
+                island.add(var)
+        return island
+
+    @staticmethod
+    def _operands(value) -> list:
+        found = []
+        for a in getattr(value, "args", []):
+            found.extend(a.fields if isinstance(a, relax.Tuple) else [a])
+        return found
+
+    def _float(self, expr):
+        """The new expression of a float tensor of the old graph: float ops copied over (TVM legalizes them
+        after the rewrite, see ``integerize``), int8 activations dequantized by TFLM's DEQUANTIZE kernel,
+        constant DEQUANTIZEs folded to float32 constants on the host."""
+        if not isinstance(expr, relax.Var):
+            return expr
+        if expr in self.env:
+            return self.env[expr]
+        if expr not in self.g.defs:
+            raise UnsupportedModelError("it reads a float tensor before edgemem could produce it (unsupported graph structure).")
+        value = self.g.defs[expr]
+        op = _op(value)
+        if op == "dequantize":
+            d = _dequant(self.g, expr)
+            if d is None or d.scale.size != 1:
+                raise UnsupportedModelError("its DEQUANTIZE is not of a per-tensor int8 tensor.")
+            if d.is_const:  # TFLM: float(scale * (q - zp)), the scale float32
+                values = ((d.source.astype(np.int32) - d.scalar_zp).astype(np.float32) * np.float32(d.scalar_scale)).astype(np.float32)
+                new = relax.const(values.reshape(_shape(expr)), "float32")
+            else:
+                new = self._dequantize_output(expr, value)
+        elif self._is_kernel_call(value):
+            new = self._kernel_call(value, self._float_arg)
+        elif isinstance(value, relax.Var):
+            new = self._float(value)
+        elif isinstance(value, relax.TupleGetItem):
+            new = self.bb.emit(relax.TupleGetItem(self._float(value.tuple_value), value.index))
+        elif isinstance(value, relax.Call) and op is not None:
+            args = [relax.Tuple([self._float_arg(f) for f in a.fields]) if isinstance(a, relax.Tuple) else self._float_arg(a)
+                    for a in value.args]  # fmt: skip
+            new = self.bb.emit(relax.Call(value.op, args, value.attrs, value.ty_args))
+            self.float_ops += 1
+        elif _const_value(value) is not None:
+            new = value
+        else:
+            raise UnsupportedModelError("edgemem cannot run this float computation inside an int8 model.")
+        self.env[expr] = new
+        return new
+
+    def _float_arg(self, a):
+        if isinstance(a, relax.Var) and _is_int8(a):
+            return self._act(a)
+        return self._float(a) if isinstance(a, relax.Var) else a
 
     def _logistic(self, var, expr, out_scale, out_zp):
         """LOGISTIC: a 256-byte table of TFLM's fixed-point results (kernels/logistic.py)."""
@@ -669,7 +750,25 @@ def integerize(mod: tvm.IRModule) -> tvm.IRModule:
     Float-only graphs are not handled here (they have no quantize)."""
     rewriter = _Integerizer(mod["main"], mod)
     try:
-        return rewriter.run()
+        new = rewriter.run()
     except UnsupportedModelError:
         abandon(rewriter.bb)
         raise
+    return _legalize_float_islands(new) if rewriter.float_ops else new
+
+
+def _legalize_float_islands(mod: tvm.IRModule) -> tvm.IRModule:
+    """The float operators copied from float islands become kernels: TVM's LegalizeOps (the kernels already
+    there are call_tir and stay as they are; no fusion, which would merge them with edgemem's int8 kernels),
+    each new PrimFunc with edgemem's scalar schedule (no intermediate buffers), as for a float model."""
+    from ..kernels.float_schedule import scalar_schedule
+    from .split_slices import split_to_slices
+
+    mod = split_to_slices(mod)  # one kernel per part, not one returning a tuple
+    before = {gv.name_hint for gv in mod.functions}
+    with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
+        mod = relax.transform.LegalizeOps()(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, tvm.tirx.PrimFunc) and gv.name_hint not in before:
+            mod[gv] = scalar_schedule(func)
+    return mod

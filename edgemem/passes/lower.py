@@ -12,6 +12,7 @@ from tvm import relax
 from ..kernels.float_schedule import scalar_schedule
 from ..errors import UnsupportedModelError
 from .integerize import integerize
+from .split_slices import split_to_slices
 
 
 def _has_quantize(mod: tvm.IRModule) -> bool:
@@ -27,20 +28,26 @@ def _has_quantize(mod: tvm.IRModule) -> bool:
 
 def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     """LegalizeOps -> AnnotateTIROpPattern -> FuseOps -> FuseTIR: one PrimFunc per fused group."""
-    passes = [
-        relax.transform.FoldConstant(),  # weight transposes happen on the host, not in RAM
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-        relax.transform.DeadCodeElimination(),
-    ]
+    mod = split_to_slices(mod)  # one kernel per part, not one returning a tuple
     with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
-        for p in passes:
+        mod = relax.transform.FoldConstant()(mod)  # weight transposes happen on the host, not in RAM
+        mod = relax.transform.LegalizeOps()(mod)
+        mod = _opaque_own_kernels(relax.transform.AnnotateTIROpPattern()(mod))
+        for p in (relax.transform.FuseOps(), relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()):
             mod = p(mod)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, tvm.tirx.PrimFunc) and not (func.attrs is not None and "edgemem.op" in func.attrs):
             mod[gv] = scalar_schedule(func)  # edgemem's own kernels (registry lowerings) come scheduled
+    return mod
+
+
+def _opaque_own_kernels(mod: tvm.IRModule) -> tvm.IRModule:
+    """edgemem's own kernels (frontend/ops/ lowerings: a float BATCH_MATMUL, TRANSPOSE_CONV, ...) stay kernels of
+    their own: FuseOps would group them with the legalized ops around them and FuseTIR fails to merge their
+    buffers ("Inconsistent buffers ... mapped to the same relax var"); marked opaque, nothing fuses into them."""
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, tvm.tirx.PrimFunc) and func.attrs is not None and "edgemem.op" in func.attrs:
+            mod[gv] = func.with_attr("op_pattern", 8)  # kOpaque
     return mod
 
 
