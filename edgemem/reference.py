@@ -48,6 +48,7 @@ __all__ = [
     "tflm_interpreter",
     "tflm_outputs",
     "reference_outputs",
+    "reference_outputs_many",
     "tflm_arena_bytes",
     "tflm_min_arena_bytes",
     "tflm_invoke_seconds",
@@ -236,51 +237,63 @@ def _litert_builtin_outputs(model_path, inputs: Sequence[np.ndarray]) -> list[np
 _ORACLES = {"tflm": tflm_outputs, "litert": _litert_outputs, "litert-builtin": _litert_builtin_outputs}
 
 
-def _run_in_child(oracle: str, model_path, inputs: Sequence[np.ndarray], timeout: float) -> list[np.ndarray] | str:
-    """Outputs of ``oracle`` run in a child process, or why it failed (an abort takes only the child down)."""
+def _run_in_child(oracle: str, model_path, input_sets: Sequence[Sequence[np.ndarray]], timeout: float):
+    """Outputs of ``oracle`` on each set of inputs (a fresh interpreter per set), run in one child process, or
+    why it failed (an abort takes only the child down)."""
     with tempfile.TemporaryDirectory(prefix="edgemem-ref-") as tmp:
         model = Path(tmp) / "model.tflite"
         model.write_bytes(_read_bytes(model_path))
-        np.savez(Path(tmp) / "in.npz", *inputs)
-        cmd = [sys.executable, "-m", "edgemem.reference", "--child", oracle, str(model), tmp]
+        for k, inputs in enumerate(input_sets):
+            np.savez(Path(tmp) / f"in{k}.npz", *inputs)
+        cmd = [sys.executable, "-m", "edgemem.reference", "--child", oracle, str(model), tmp, str(len(input_sets))]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return f"{oracle} did not finish within {timeout:.0f} s"
-        out = Path(tmp) / "out.npz"
-        if proc.returncode != 0 or not out.exists():
+        outs = [Path(tmp) / f"out{k}.npz" for k in range(len(input_sets))]
+        if proc.returncode != 0 or not all(o.exists() for o in outs):
             why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
             return f"{oracle} failed ({'killed by signal ' + str(-proc.returncode) if proc.returncode < 0 else why})"
-        with np.load(out) as z:
-            return [z[f"arr_{i}"] for i in range(len(z.files))]
+        results = []
+        for out in outs:
+            with np.load(out) as z:
+                results.append([z[f"arr_{i}"] for i in range(len(z.files))])
+        return results
 
 
-def reference_outputs(model_path, inputs: Sequence[np.ndarray], timeout: float = 300.0) -> tuple[list[np.ndarray], str]:
-    """``(outputs, oracle)``: TFLM's outputs run in a child process (its Python binding aborts the whole
-    process on some converter outputs), or -- only when TFLM cannot run the model at all -- LiteRT's, with
+def reference_outputs_many(model_path, input_sets: Sequence[Sequence[np.ndarray]], timeout: float = 300.0):
+    """``(outputs per input set, oracle)``: TFLM's outputs run in a child process (its Python binding aborts the
+    whole process on some converter outputs), or -- only when TFLM cannot run the model at all -- LiteRT's, with
     ``oracle`` saying which ("tflm" or "litert"); LiteRT's reference rounds some ties differently, so its
-    outputs are compared with a tolerance. Raises RuntimeError when neither runs the model."""
-    inputs = _check_inputs(model_path, inputs)
-    tflm = _run_in_child("tflm", model_path, inputs, timeout)
+    outputs are compared with a tolerance. Each set runs on a fresh interpreter (no state carried between
+    sets); all sets share one child process. Raises RuntimeError when neither runs the model."""
+    input_sets = [_check_inputs(model_path, inputs) for inputs in input_sets]
+    tflm = _run_in_child("tflm", model_path, input_sets, timeout)
     if not isinstance(tflm, str):
         return tflm, "tflm"
     # LiteRT's reference kernels lack some operators (TILE version 3) or abort on some models (the MobileNets):
     # then its builtin kernels, each in a child of its own
     why = [tflm]
     for oracle in ("litert", "litert-builtin"):
-        outs = _run_in_child(oracle, model_path, inputs, timeout)
+        outs = _run_in_child(oracle, model_path, input_sets, timeout)
         if not isinstance(outs, str):
             return outs, "litert"
         why.append(outs)
     raise RuntimeError(f"no reference interpreter runs this model: {'; '.join(why)}")
 
 
-def _child(oracle: str, model: str, tmp: str) -> int:
-    """The child side of _run_in_child: read the inputs, run the oracle, write the outputs."""
-    with np.load(Path(tmp) / "in.npz") as z:
-        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
-    outs = _ORACLES[oracle](model, inputs)
-    np.savez(Path(tmp) / "out.npz", *outs)
+def reference_outputs(model_path, inputs: Sequence[np.ndarray], timeout: float = 300.0) -> tuple[list[np.ndarray], str]:
+    """``(outputs, oracle)`` for one set of inputs: see ``reference_outputs_many``."""
+    outputs, oracle = reference_outputs_many(model_path, [inputs], timeout)
+    return outputs[0], oracle
+
+
+def _child(oracle: str, model: str, tmp: str, count: str = "1") -> int:
+    """The child side of _run_in_child: read each set of inputs, run the oracle, write its outputs."""
+    for k in range(int(count)):
+        with np.load(Path(tmp) / f"in{k}.npz") as z:
+            inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
+        np.savez(Path(tmp) / f"out{k}.npz", *_ORACLES[oracle](model, inputs))
     return 0
 
 
@@ -422,7 +435,7 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - convenience CLI
     import argparse  # noqa: PLC0415
 
     if argv[:1] == ["--child"]:
-        return _child(*argv[1:4])
+        return _child(*argv[1:5])
 
     ap = argparse.ArgumentParser(description="Run .tflite models under TFLM (reference kernels)")
     ap.add_argument("models", nargs="+")
