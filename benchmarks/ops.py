@@ -1,10 +1,12 @@
 """Operator coverage: every TFLite Micro operator x type, with the status edgemem reaches on it.
 
 For each TFLM built-in operator (the list of ../shared/research/tflm-ops.md, less the exclusions of the
-issue: control flow, resource variables, NPU/signal custom ops) and each type, the converter-made test
-models `tests/models/ops/<OP>-<variant>-<type>.tflite` that contain it are built for the host and compared
-with TFLite Micro on seeds 0, 1, 2 (tests/op_check.py: int8 bit-exact, float within 1e-5 relative; LiteRT
-where TFLM cannot run the model). Status per row:
+issue: control flow, resource variables, NPU/signal custom ops) and each type, every test model that contains
+it is built for the host and compared with TFLite Micro on seeds 0, 1, 2 (tests/op_check.py: int8 bit-exact,
+float within 1e-5 relative; LiteRT where TFLM cannot run the model). The models: the converter-made ones of
+`tests/models/ops/` and `tests/models/arch/`, and the hand-made flatbuffers of the operator tests (layout,
+reduction, FULLY_CONNECTED and LSTM cases, built by the tests' own functions). A model counts for every
+operator it contains, with the operator's operand type (its first non-constant input's). Status per row:
 
 - `bit-exact (TFLM)` / `within 1e-5 (TFLM)`: every model of the row matched;
 - `within tolerance (LiteRT)`: TFLM cannot run the models, LiteRT is the oracle;
@@ -30,9 +32,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 import op_check  # noqa: E402
 
 from edgemem.errors import EdgememError, UnsupportedModelError  # noqa: E402
+from edgemem.frontend.footprint import op_names  # noqa: E402
+from edgemem.frontend.ops.registry import operand_type  # noqa: E402
+from edgemem.frontend.tflite_import import read_tflite  # noqa: E402
 
 OPS_MD = ROOT.parent / "shared" / "research" / "tflm-ops.md"
 MODELS = ROOT / "tests" / "models" / "ops"
+ARCH = ROOT / "tests" / "models" / "arch"
 EXCLUDED = {"IF", "WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
 TYPES = ("int8", "float32", "int32", "bool")
 
@@ -52,6 +58,33 @@ def input_shapes(path: Path) -> str:
     return " ".join("x".join(map(str, shape)) or "scalar" for _, shape, _ in ins)
 
 
+def operators_in(path: Path) -> set[tuple[str, str]]:
+    """(operator, operand type) of every operator of the model."""
+    model = read_tflite(path)
+    sg = model.Subgraphs(0)
+    return {(name, operand_type(sg, sg.Operators(i), model)) for i, name in enumerate(op_names(model))}
+
+
+def handmade_models(tmp: Path) -> list[Path]:
+    """The hand-made flatbuffers of the operator tests, written to ``tmp``."""
+    import test_lstm
+    import test_ops_layout
+    import test_ops_matmul
+    import test_ops_reduce
+
+    builders = {**{f"layout-{k}": f for k, f in test_ops_layout.MODELS.items()},
+                **{f"reduce-{k}": f for k, f in test_ops_reduce.HANDMADE.items()},
+                **{f"fc-{k}": (lambda k=k: test_ops_matmul.fc_model(**test_ops_matmul.FC_CASES[k])) for k in test_ops_matmul.FC_CASES},
+                "lstm-7x5x3": lambda: test_lstm._lstm_model(7, 5, 3, False, 0.0, 1),
+                "lstm-16x12x6-time-major": lambda: test_lstm._lstm_model(16, 12, 6, True, 0.0, 2)}  # fmt: skip
+    paths = []
+    for name, build in sorted(builders.items()):
+        path = tmp / f"{name}.tflite"
+        path.write_bytes(build())
+        paths.append(path)
+    return paths
+
+
 def run_model(path: Path) -> tuple[str, str]:
     """(status class, detail) of one model."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,47 +101,56 @@ def run_model(path: Path) -> tuple[str, str]:
     return ("ok-" + result.oracle), ""
 
 
+def row_status(kind: str, statuses: list[tuple[str, str]]) -> str:
+    classes = {s for s, _ in statuses}
+    if classes <= {"ok-tflm"}:
+        return "bit-exact (TFLM)" if kind != "float32" else "within 1e-5 (TFLM)"
+    if classes <= {"ok-tflm", "ok-litert"}:
+        return "within tolerance (LiteRT)" if "ok-tflm" not in classes else "TFLM; LiteRT where TFLM cannot run one"
+    bad = next((s, d) for s, d in statuses if not s.startswith("ok"))
+    return f"{bad[0]}: {bad[1]}".replace("|", "/")
+
+
 def main() -> int:
     t0 = time.time()
     operators = tflm_operators()
-    by_row: dict[tuple[str, str], list[Path]] = defaultdict(list)
-    for path in sorted(MODELS.glob("*.tflite")):
-        op, kind = path.stem.split("-")[0], path.stem.rsplit("-", 1)[-1]  # <OP>-<variant>-<type>.tflite
-        by_row[(op, kind)].append(path)
-    results: dict[Path, tuple[str, str]] = {}
-    for paths in by_row.values():
-        for path in paths:
-            results[path] = run_model(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        converted = sorted(MODELS.glob("*.tflite")) + sorted(ARCH.glob("*.tflite"))
+        handmade = handmade_models(Path(tmp))
+        rows: dict[tuple[str, str], list[Path]] = defaultdict(list)
+        for path in converted + handmade:
+            for row in operators_in(path):
+                rows[row].append(path)
+        results = {path: run_model(path) for path in converted + handmade}
+        shapes = {path: input_shapes(path) for path in converted + handmade}
+    made_by = {path: "converter" for path in converted} | {path: "hand-made" for path in handmade}
     print("# Operator coverage: TFLite Micro's operators x types\n")
     print("Command: `.venv/bin/python benchmarks/ops.py > benchmarks/ops.md` "
-          f"({len(results)} converter-made models from `tests/models/ops/`, {time.time() - t0:.0f} s). "
-          "Each model built for the host (-Werror, ASan/UBSan) and compared with TFLite Micro on seeds 0, 1, 2: "
-          "int8 bit-exact, float within 1e-5 relative (LiteRT where TFLM cannot run the model). Hand-made "
-          "flatbuffer variants of the same operators are in the tests (`tests/test_ops_*.py`), not in this table.\n")
-    print("| operator | type | status | models | input shapes |")
-    print("|---|---|---|---:|---|")
+          f"({len(converted)} converter-made models from `tests/models/ops/` and `tests/models/arch/`, {len(handmade)} "
+          f"hand-made ones from the operator tests; {time.time() - t0:.0f} s). Each model built for the host (-Werror, "
+          "ASan/UBSan) and compared with TFLite Micro on seeds 0, 1, 2: int8 bit-exact, float within 1e-5 relative "
+          "(LiteRT where TFLM cannot run the model: no kernel for the type, or an abort). A row lists every model "
+          "containing the operator with that operand type.\n")
+    print("| operator | type | status | models (converter + hand-made) | input shapes (first 3) |")
+    print("|---|---|---|---|---|")
     counts: dict[str, int] = defaultdict(int)
     for op in operators:
-        kinds = sorted({k for (o, k) in by_row if o == op}, key=lambda k: TYPES.index(k) if k in TYPES else 9)
+        kinds = sorted({k for (o, k) in rows if o == op}, key=lambda k: TYPES.index(k) if k in TYPES else 9)
         if not kinds:
             print(f"| {op} | - | no model | 0 | |")
             counts["no model"] += 1
             continue
         for kind in kinds:
-            paths = by_row[(op, kind)]
-            statuses = [results[p] for p in paths]
-            classes = {s for s, _ in statuses}
-            if classes <= {"ok-tflm"}:
-                status = "bit-exact (TFLM)" if kind != "float32" else "within 1e-5 (TFLM)"
-            elif classes <= {"ok-tflm", "ok-litert"}:
-                status = "within tolerance (LiteRT)"
-            else:
-                bad = next((s, d) for s, d in statuses if not s.startswith("ok"))
-                status = f"{bad[0]}: {bad[1]}".replace("|", "/")
+            paths = rows[(op, kind)]
+            status = row_status(kind, [results[p] for p in paths])
             counts[status.split(":")[0]] += 1
-            shapes = "; ".join(sorted({input_shapes(p) for p in paths}))[:80]
-            print(f"| {op} | {kind} | {status} | {len(paths)} | {shapes} |")
+            n_conv = sum(made_by[p] == "converter" for p in paths)
+            seen = "; ".join(sorted({shapes[p] for p in paths})[:3])
+            print(f"| {op} | {kind} | {status} | {n_conv} + {len(paths) - n_conv} | {seen} |")
     print("\nRows by status: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".")
+    failed = [p for p, (s, _) in results.items() if not s.startswith("ok")]
+    print(f"\nModels that did not match or were refused: {len(failed)} of {len(results)}"
+          + ("".join(f"\n- `{made_by[p]}` {p.name}: {results[p][0]} {results[p][1]}" for p in failed)))
     return 0
 
 
