@@ -45,3 +45,39 @@ def write(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
+
+
+def op_names(data: bytes) -> list[str]:
+    """The operators of a converted model, as the TFLite interpreter lists them."""
+    import tensorflow as tf
+
+    return [d["op_name"] for d in tf.lite.Interpreter(model_content=data)._get_ops_details()]  # noqa: SLF001
+
+
+SUFFIX = {"int8": "int8", "int8f": "iofloat-int8", "float32": "float32"}  # kind -> file-name type
+
+
+def write_models(models, out: Path, only: str | None = None) -> None:
+    """Convert and write each ``(op, variant, factory, kinds)`` as ``out/<op>-<variant>-<type>.tflite``
+    (kinds: "int8", "int8f" -- int8 with float edges --, "float32"); a model in which the converter made no
+    ``op`` is reported and not written. ``only``: a substring of ``<op>-<variant>`` to (re)write just those."""
+    import tensorflow as tf
+
+    for op, variant, factory, kinds in models:
+        if only and only not in f"{op}-{variant}":
+            continue
+        for kind in kinds:
+            tf.keras.utils.set_random_seed(0)
+            name = f"{op}-{variant}-{SUFFIX[kind]}.tflite"
+            try:
+                model = factory()
+                data = convert(model, "float") if kind == "float32" else convert(model, "int8", io="int8" if kind == "int8" else "float")
+            except Exception as exc:  # noqa: BLE001  (report what the converter refuses)
+                print(f"{name}: converter failed: {str(exc).splitlines()[0][:200]}")
+                continue
+            ops = op_names(data)
+            if op not in ops:
+                print(f"{name}: the converter made no {op} ({ops}); not written")
+                continue
+            write(out / name, data)
+            print(f"{name}: {len(data)} B {ops}")

@@ -16,7 +16,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from convert import convert, write  # noqa: E402
+from convert import write_models  # noqa: E402
 
 OUT = HERE / "ops"
 keras = tf.keras
@@ -34,10 +34,6 @@ def one(shape, fn, dtype="float32"):
     x = keras.Input(shape, dtype=dtype, name="x")
     return keras.Model(x, L.Lambda(fn)(x))
 
-
-def op_names(data: bytes) -> list[str]:
-    interp = tf.lite.Interpreter(model_content=data)
-    return [d["op_name"] for d in interp._get_ops_details()]
 
 
 C8 = np.linspace(-1.5, 1.2, 8).astype(np.float32)  # a per-channel constant
@@ -109,25 +105,7 @@ MODELS = [
 
 
 def main(only: str | None = None):
-    for op, variant, factory, kinds in MODELS:
-        if only and only not in f"{op}-{variant}":
-            continue
-        for kind in kinds:
-            tf.keras.utils.set_random_seed(0)
-            suffix = {"int8": "int8", "int8f": "iofloat-int8", "float32": "float32"}[kind]
-            name = f"{op}-{variant}-{suffix}.tflite"
-            try:
-                model = factory()
-                data = convert(model, "float") if kind == "float32" else convert(model, "int8", io="int8" if kind == "int8" else "float")
-            except Exception as exc:  # noqa: BLE001  (report what the converter refuses)
-                print(f"{name}: converter failed: {str(exc).splitlines()[0][:200]}")
-                continue
-            ops = op_names(data)
-            if op not in ops:
-                print(f"{name}: the converter made no {op} ({ops}); not written")
-                continue
-            write(OUT / name, data)
-            print(f"{name}: {len(data)} B {ops}")
+    write_models(MODELS, OUT, only)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from convert import convert, write  # noqa: E402
+from convert import convert, op_names, write  # noqa: E402
 
 OUT = HERE / "ops"
 
@@ -108,11 +108,6 @@ def cases():
         ("TILE", "upsampling2d", upsampling2d, None),
     ]  # fmt: skip
 
-
-def op_names(data: bytes) -> list[str]:
-    import tensorflow as tf
-
-    return [d["op_name"] for d in tf.lite.Interpreter(model_content=data)._get_ops_details()]  # noqa: SLF001
 
 
 def main() -> None:

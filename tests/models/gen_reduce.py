@@ -14,7 +14,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from convert import convert, write  # noqa: E402
+from convert import write_models  # noqa: E402
 
 OUT = HERE / "ops"
 keras = tf.keras
@@ -33,10 +33,6 @@ def seq(shape, *layers):
         y = layer(y)
     return keras.Model(x, y)
 
-
-def op_names(data: bytes) -> list[str]:
-    interp = tf.lite.Interpreter(model_content=data)
-    return [d["op_name"] for d in interp._get_ops_details()]
 
 
 def cnn():
@@ -103,22 +99,7 @@ MODELS = [
 
 
 def main(only: str | None = None):
-    for op, variant, factory, kinds in MODELS:
-        if only and only not in f"{op}-{variant}":
-            continue
-        for kind in kinds:
-            tf.keras.utils.set_random_seed(0)
-            model = factory()
-            data = convert(model, "float") if kind == "float32" else convert(model, "int8", io="int8" if kind == "int8" else "float")
-            suffix = {"int8": "int8", "int8f": "iofloat-int8", "float32": "float32"}[kind]
-            name = f"{op}-{variant}-{suffix}.tflite" if kind != "int8f" else f"{op}-{variant}-iofloat-int8.tflite"
-            ops = op_names(data)
-            flag = "" if op in ops else "   <-- operator missing!"
-            if op == "L2_POOL_2D" and op not in ops:
-                print(f"{name}: not emitted by the converter ({ops}); skipped")
-                continue
-            write(OUT / name, data)
-            print(f"{name}: {len(data)} B {ops}{flag}")
+    write_models(MODELS, OUT, only)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE))
 
 import tensorflow as tf  # noqa: E402
 
-from convert import convert, write  # noqa: E402
+from convert import write_models  # noqa: E402
 
 OUT = HERE / "ops"
 keras = tf.keras
@@ -37,10 +37,6 @@ def positive(x):
     """|x| + 0.05: the domain of LOG, SQRT, RSQRT."""
     return tf.abs(x) + 0.05
 
-
-def op_names(data: bytes) -> list[str]:
-    interp = tf.lite.Interpreter(model_content=data)
-    return [d["op_name"] for d in interp._get_ops_details()]
 
 
 ALL = ("int8", "int8f", "float32")
@@ -81,25 +77,7 @@ MODELS = [
 
 
 def main(only: str | None = None):
-    for op, variant, factory, kinds in MODELS:
-        if only and only not in f"{op}-{variant}":
-            continue
-        for kind in kinds:
-            tf.keras.utils.set_random_seed(0)
-            suffix = {"int8": "int8", "int8f": "iofloat-int8", "float32": "float32"}[kind]
-            name = f"{op}-{variant}-{suffix}.tflite"
-            try:
-                model = factory()
-                data = convert(model, "float") if kind == "float32" else convert(model, "int8", io="int8" if kind == "int8" else "float")
-            except Exception as exc:  # noqa: BLE001  (report what the converter refuses)
-                print(f"{name}: converter failed: {str(exc).splitlines()[0][:200]}")
-                continue
-            ops = op_names(data)
-            if op not in ops:
-                print(f"{name}: the converter made no {op} ({ops}); not written")
-                continue
-            write(OUT / name, data)
-            print(f"{name}: {len(data)} B {ops}")
+    write_models(MODELS, OUT, only)
 
 
 if __name__ == "__main__":
