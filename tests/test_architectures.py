@@ -27,16 +27,11 @@ from edgemem import pipeline
 from edgemem.errors import UnsupportedModelError
 from edgemem.reference import reference_outputs, seeded_inputs
 
-from op_check import assert_outputs_match
+from op_check import assert_outputs_match, dequantized_steps
 
 ARCH = Path(__file__).resolve().parent / "models" / "arch"
 MIB = 1024 * 1024
 SEED = 0
-# Where TFLM cannot run a whole architecture (no GELU or TILE kernel, or its binding aborts), LiteRT's kernels are the
-# oracle and they round some operators one step away from TFLM's: per-channel FULLY_CONNECTED differs by one step on
-# some elements of the transformer encoder's own layers (TFLM vs LiteRT, each layer cut out and run alone, while
-# edgemem equals TFLM there), and steps compound through a few layers. int8 outputs are then allowed this many steps.
-LITERT_STEPS = 2
 BIG = {"ram": 4 * MIB, "flash": 4 * MIB}  # QEMU's mps2-an500 stand-in holds 4 MiB of each
 
 # Models that do not fit the STM32F746's 320 KiB of RAM / 1 MiB of flash as they are (all float32 models are
@@ -134,21 +129,6 @@ def _params():
     return params
 
 
-def _dequantized_steps(path: Path) -> list[float | None]:
-    """Per model output: the scale of the int8 tensor a DEQUANTIZE operator made it from, else None."""
-    from edgemem.frontend.tflite_import import inspect_tflite
-
-    model, op_names, _, _ = inspect_tflite(path)
-    sg = model.Subgraphs(0)
-    producer = {int(sg.Operators(i).Outputs(0)): i for i in range(sg.OperatorsLength())}
-    steps = []
-    for k in range(sg.OutputsLength()):
-        i = producer.get(int(sg.Outputs(k)))
-        q = sg.Tensors(int(sg.Operators(i).Inputs(0))).Quantization() if i is not None and op_names[i] == "DEQUANTIZE" else None
-        steps.append(float(q.ScaleAsNumpy()[0]) if q is not None and q.ScaleLength() else None)
-    return steps
-
-
 def budget(name: str) -> dict:
     return BIG if name.endswith("-float32") or name in NEEDS_MORE else {}
 
@@ -164,13 +144,7 @@ def test_architecture_runs_under_qemu_like_the_reference(name, tmp_path):
     want, oracle = reference_outputs(path, inputs)  # computed here, independently of pipeline.run
     got = run["output_arrays"]
     assert [(g.dtype, g.shape) for g in got] == [(np.asarray(w).dtype, np.asarray(w).shape) for w in want]
-    for i, (g, w, step) in enumerate(zip(got, want, _dequantized_steps(path))):
-        if oracle == "tflm" or (step is None and g.dtype.kind == "f"):
-            assert_outputs_match([g], [w], oracle, f"{name} seed {SEED} output {i}")  # TFLM: bit-exact; float: 1e-5
-        else:  # LiteRT on int8 data (or a DEQUANTIZE'd int8 output, in steps of its scale)
-            q = 1.0 if step is None else step
-            diff = np.abs(g.astype(np.float64) - np.asarray(w, np.float64)) / q
-            assert diff.max(initial=0) <= LITERT_STEPS + 1e-3, f"{name} output {i}: {diff.max():.3f} steps from LiteRT"
+    assert_outputs_match(got, want, oracle, f"{name} seed {SEED}", dequantized_steps(path))
     assert run["arena_high_water_bytes"] <= result.info["arena_bytes"]
 
 
