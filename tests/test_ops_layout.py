@@ -28,9 +28,12 @@ mm._NP_TO_TT.setdefault(np.dtype(np.bool_), mm.TT.BOOL)  # noqa: SLF001  (the bu
 OPS_DIR = Path(__file__).resolve().parent / "models" / "ops"
 LAYOUT_OPS = ("PACK", "UNPACK", "SPLIT", "SPLIT_V", "SLICE", "STRIDED_SLICE", "GATHER", "GATHER_ND", "DEPTH_TO_SPACE",
               "SPACE_TO_DEPTH", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "MIRROR_PAD", "REVERSE_V2", "BROADCAST_TO",
-              "CAST", "TILE", "RESHAPE")  # fmt: skip
+              "CAST", "TILE", "RESHAPE",
+              # integerize's own data movement (PAD, PADV2, TRANSPOSE, CONCATENATION, RESIZE_NEAREST_NEIGHBOR), as
+              # the converter writes them
+              "PAD", "PADV2", "TRANSPOSE", "CONCATENATION", "RESIZE_NEAREST_NEIGHBOR")  # fmt: skip
 # float-edged int8 models (QUANTIZE/DEQUANTIZE around the operator, shared code): a few stand for all of them
-IOFLOAT = ("RESHAPE-flatten_iofloat", "RESHAPE-flattendense_iofloat", "PACK-axis2_iofloat", "SPLIT_V-sizes_iofloat", "STRIDED_SLICE-negstride_iofloat",
+IOFLOAT = ("PADV2-value_iofloat", "CONCATENATION-axis3_iofloat", "RESHAPE-flatten_iofloat", "RESHAPE-flattendense_iofloat", "PACK-axis2_iofloat", "SPLIT_V-sizes_iofloat", "STRIDED_SLICE-negstride_iofloat",
            "GATHER-axis2_iofloat", "SPACE_TO_BATCH_ND-pad_iofloat")  # fmt: skip
 CONVERTED = sorted(p for p in OPS_DIR.glob("*.tflite") if p.name.split("-")[0] in LAYOUT_OPS
                    and ("_iofloat" not in p.name or p.name.rsplit("-", 1)[0] in IOFLOAT))  # fmt: skip
