@@ -138,6 +138,18 @@ def test_int8_unary_host(op, case, tmp_path):
     check_inputs(one_op(op, (1, x.size), q[0], q[1], opts), tmp_path, [x.reshape(1, -1)])
 
 
+# int8 RELU / RELU6 as operators of their own (frontend/ops/activations.py): RELU rescales to the output's
+# quantization and clamps at its zero; TFLM's RELU6 clamps on the input's quantization and ignores the output's
+RELU_CASES = [("RELU", (0.05, -3), (0.03, -128)), ("RELU", (0.02, 127), (0.05, 10)), ("RELU", (0.1, -128), (0.1, -128)),
+              ("RELU6", (0.05, -3), (0.03, -128)), ("RELU6", (0.03, -128), (0.5, 7)), ("RELU6", (0.1, 60), (0.1, 60))]  # fmt: skip
+
+
+@pytest.mark.parametrize("op,in_q,out_q", RELU_CASES, ids=lambda v: v if isinstance(v, str) else f"{v[0]:g}z{v[1]}")
+def test_int8_relu_host(op, in_q, out_q, tmp_path):
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, -1)
+    check_inputs(one_op(op, x.shape, in_q, out_q), tmp_path, [x])
+
+
 def test_int8_hard_swish_refuses_upscale(tmp_path):
     """TFLM refuses an int8 HARD_SWISH whose output multiplier needs a left shift; so does edgemem."""
     from edgemem.errors import UnsupportedModelError
