@@ -26,6 +26,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -79,11 +81,26 @@ def subgraph_count(path: Path) -> int:
 def handmade_models(tmp: Path) -> list[Path]:
     """The hand-made flatbuffers of the operator tests, written to ``tmp``."""
     import test_lstm
+    import test_ops_binary
     import test_ops_layout
     import test_ops_matmul
     import test_ops_reduce
+    import test_ops_unary
 
+    def binary(case):
+        op, sa, sb, so, qa, qb, qo, act = test_ops_binary.INT8_CASES[case]
+        out = test_ops_binary.BOOL if op in test_ops_binary.CMP_OPS.values() else None
+        return lambda: test_ops_binary.binary_model(op, sa, sb, so, np.int8, qa, qb, qo, act, out)
+
+    def unary(op, in_q, out_q):
+        return lambda: test_ops_unary.one_op(op, (1, 4, 6, 3), in_q, out_q)
+
+    # RSQRT is left out: seeded inputs below its zero point make TFLM fail the inference (edgemem's table answers)
+    unary_cases = {op: qs[0] for op, qs in test_ops_unary.INT8_CASES.items() if op not in ("RSQRT", "LEAKY_RELU")}
     builders = {**{f"layout-{k}": f for k, f in test_ops_layout.MODELS.items()},
+                **{f"binary-{k}": binary(k) for k in test_ops_binary.INT8_CASES},
+                **{f"unary-{op}": unary(op, *q) for op, q in unary_cases.items()},
+                **{f"unary-{op}-{i}": unary(op, in_q, out_q) for i, (op, in_q, out_q) in enumerate(test_ops_unary.RELU_CASES)},
                 **{f"reduce-{k}": f for k, f in test_ops_reduce.HANDMADE.items()},
                 **{f"fc-{k}": (lambda k=k: test_ops_matmul.fc_model(**test_ops_matmul.FC_CASES[k])) for k in test_ops_matmul.FC_CASES},
                 "lstm-7x5x3": lambda: test_lstm._lstm_model(7, 5, 3, False, 0.0, 1),
