@@ -74,6 +74,7 @@ def subgraph_count(path: Path) -> int:
 def handmade_models(tmp: Path) -> list[Path]:
     """The hand-made flatbuffers of the operator tests, written to ``tmp``."""
     import test_lstm
+    import test_lstm_float
     import test_ops_layout
     import test_ops_matmul
     import test_ops_reduce
@@ -81,6 +82,7 @@ def handmade_models(tmp: Path) -> list[Path]:
     builders = {**{f"layout-{k}": f for k, f in test_ops_layout.MODELS.items()},
                 **{f"reduce-{k}": f for k, f in test_ops_reduce.HANDMADE.items()},
                 **{f"fc-{k}": (lambda k=k: test_ops_matmul.fc_model(**test_ops_matmul.FC_CASES[k])) for k in test_ops_matmul.FC_CASES},
+                **{f"lstm-float-{k}": (lambda k=k: test_lstm_float._float_lstm(**test_lstm_float.HANDMADE[k])) for k in test_lstm_float.HANDMADE},
                 "lstm-7x5x3": lambda: test_lstm._lstm_model(7, 5, 3, False, 0.0, 1),
                 "lstm-16x12x6-time-major": lambda: test_lstm._lstm_model(16, 12, 6, True, 0.0, 2)}  # fmt: skip
     paths = []
