@@ -32,7 +32,7 @@ test: setup
 # tests and CI read the committed .tflite files and need no TensorFlow).
 TF_VENV ?= .venv-tf
 models:
-	test -x $(TF_VENV)/bin/python || ($(PYTHON) -m venv $(TF_VENV) && $(TF_VENV)/bin/pip install -q tensorflow-cpu==2.21.0)
+	test -x $(TF_VENV)/bin/python || ($(PYTHON) -m venv $(TF_VENV) && $(TF_VENV)/bin/pip install -q tensorflow-cpu==2.21.0 tf-keras==2.21.0)
 	for g in tests/models/gen_*.py; do $(TF_VENV)/bin/python $$g || exit 1; done
 
 clean:

@@ -81,6 +81,7 @@ def subgraph_count(path: Path) -> int:
 def handmade_models(tmp: Path) -> list[Path]:
     """The hand-made flatbuffers of the operator tests, written to ``tmp``."""
     import test_lstm
+    import test_lstm_float
     import test_ops_binary
     import test_ops_layout
     import test_ops_matmul
@@ -103,6 +104,7 @@ def handmade_models(tmp: Path) -> list[Path]:
                 **{f"unary-{op}-{i}": unary(op, in_q, out_q) for i, (op, in_q, out_q) in enumerate(test_ops_unary.RELU_CASES)},
                 **{f"reduce-{k}": f for k, f in test_ops_reduce.HANDMADE.items()},
                 **{f"fc-{k}": (lambda k=k: test_ops_matmul.fc_model(**test_ops_matmul.FC_CASES[k])) for k in test_ops_matmul.FC_CASES},
+                **{f"lstm-float-{k}": (lambda k=k: test_lstm_float._float_lstm(**test_lstm_float.HANDMADE[k])) for k in test_lstm_float.HANDMADE},
                 "lstm-7x5x3": lambda: test_lstm._lstm_model(7, 5, 3, False, 0.0, 1),
                 "lstm-16x12x6-time-major": lambda: test_lstm._lstm_model(16, 12, 6, True, 0.0, 2)}  # fmt: skip
     paths = []

@@ -368,6 +368,7 @@ def _converter_class():
             return out
 
         def convert_unidirectional_sequence_lstm(self, op):
+            # float32 is taken before this by edgemem's registry lowering (frontend/ops/recurrent.py)
             if not self.is_quantized(op):
                 return super().convert_unidirectional_sequence_lstm(op)
             from .lstm import convert_lstm

@@ -219,3 +219,100 @@ def lstm_int8(q: LstmQuant):
             hidden[u] = out[0, steps - 1, u]
 
     return lstm
+
+
+# -- float32 ---------------------------------------------------------------------------------------------------------
+# TFLM's float LSTM (lstm_eval.h, EvalLstm<float, float, float, float>): per gate an input fully connected layer
+# (sum from 0.f in input order, plus the bias), a recurrent one (no bias), their sum, then the gate's nonlinearity
+# (reference_ops::Logistic: 1 above 16.619047f, exp(x) below -9, else 1 / (1 + exp(-x)); std::tanh); the cell
+# c = f * c + i * g, clipped to +-cell_clip when that is positive; the hidden state h = tanh(c) * o. Every
+# fully connected output and product is clamped to [lowest, max] float (TFLM's "no activation" range).
+
+FLOAT_STATE_PARAMS = (4, 5)  # positions of the hidden and cell state among the float kernel's parameters
+_FLT_MAX = 3.4028234663852886e38
+_SIGMOID_UPPER = 16.619047164916992  # float32 exactly (TFLM's cutoff_upper)
+
+
+def float_initial_state(batch: int, n_cell: int) -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's reset values of float variable tensors: zeros."""
+    return np.zeros((batch, n_cell), np.float32), np.zeros((batch, n_cell), np.float32)
+
+
+def _no_act(v):
+    return tirx.Min(tirx.Max(v, tirx.const(-_FLT_MAX, "float32")), tirx.const(_FLT_MAX, "float32"))
+
+
+def _sigmoid_f32(v):
+    one = tirx.const(1.0, "float32")
+    return tirx.if_then_else(
+        v > tirx.const(_SIGMOID_UPPER, "float32"), one,
+        tirx.if_then_else(v < tirx.const(-9.0, "float32"), tirx.exp(v), one / (one + tirx.exp(-v))),
+    )  # fmt: skip
+
+
+def lstm_float(steps: int, batch: int, n_in: int, n: int, time_major: bool, cell_clip: float, cell_tanh: bool = True):
+    """The float kernel: x [T, B, I] (time-major) or [B, T, I], wx [4, N, I], wh [4, N, N], bias [4, N] (rows in
+    GATES order), hidden [B, N] and cell [B, N] (state, read and updated), out shaped like x with N features.
+
+    Unit by unit as the int8 kernel: a unit's four gates need the whole previous hidden state (the previous
+    output row, the state argument before the first step) and give that unit's cell and output; the last
+    output row of each batch becomes its hidden state at the end. ``cell_tanh``: the cell gate's nonlinearity
+    is tanh (the fused activation TANH), else the sigmoid."""
+    from tvm.script import tirx as T
+
+    x_shape = (steps, batch, n_in) if time_major else (batch, steps, n_in)
+    o_shape = (steps, batch, n) if time_major else (batch, steps, n)
+    clip = float(np.float32(cell_clip))
+
+    def at(buf, b, t, k):
+        return buf[t, b, k] if time_major else buf[b, t, k]
+
+    def cell_act(v):
+        return tirx.tanh(v) if cell_tanh else _sigmoid_f32(v)
+
+    @T.prim_func
+    def lstm_f32(
+        x: T.Buffer(x_shape, "float32"), wx: T.Buffer((4, n, n_in), "float32"), wh: T.Buffer((4, n, n), "float32"),
+        bias: T.Buffer((4, n), "float32"), hidden: T.Buffer((batch, n), "float32"), cell: T.Buffer((batch, n), "float32"),
+        out: T.Buffer(o_shape, "float32"),
+    ):
+        # one scalar per value, each stored once per iteration (see lstm_int8)
+        acc_in = T.decl_buffer((1,), "float32")
+        acc_rec = T.decl_buffer((1,), "float32")
+        g_sum = T.decl_buffer((1,), "float32")
+        gate = T.decl_buffer((4,), "float32")
+        c_kept = T.decl_buffer((1,), "float32")
+        c_add = T.decl_buffer((1,), "float32")
+        c_new = T.decl_buffer((1,), "float32")
+        for b, t, u in T.grid(batch, steps, n):
+            for g in range(4):
+                acc_in[0] = T.float32(0)
+                for k in range(n_in):
+                    acc_in[0] = acc_in[0] + at(x, b, t, k) * wx[g, u, k]
+                acc_rec[0] = T.float32(0)
+                if t == 0:
+                    for k in range(n):
+                        acc_rec[0] = acc_rec[0] + hidden[b, k] * wh[g, u, k]
+                else:
+                    for k in range(n):
+                        acc_rec[0] = acc_rec[0] + at(out, b, t - 1, k) * wh[g, u, k]
+                g_sum[0] = _no_act(acc_in[0] + bias[g, u]) + _no_act(acc_rec[0])
+                if g == 2:
+                    gate[g] = cell_act(g_sum[0])
+                else:
+                    gate[g] = _sigmoid_f32(g_sum[0])
+            c_kept[0] = _no_act(gate[1] * cell[b, u])
+            c_add[0] = _no_act(gate[0] * gate[2])
+            if clip > 0:
+                c_new[0] = T.max(T.min(T.float32(clip), c_kept[0] + c_add[0]), T.float32(-clip))
+            else:
+                c_new[0] = c_kept[0] + c_add[0]
+            cell[b, u] = c_new[0]
+            if time_major:
+                out[t, b, u] = _no_act(T.tanh(c_new[0]) * gate[3])
+            else:
+                out[b, t, u] = _no_act(T.tanh(c_new[0]) * gate[3])
+        for b, u in T.grid(batch, n):
+            hidden[b, u] = at(out, b, steps - 1, u)
+
+    return lstm_f32
