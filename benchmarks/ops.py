@@ -102,6 +102,8 @@ def handmade_models(tmp: Path) -> list[Path]:
                 **{f"binary-{k}": binary(k) for k in test_ops_binary.INT8_CASES},
                 **{f"unary-{op}": unary(op, *q) for op, q in unary_cases.items()},
                 **{f"unary-{op}-{i}": unary(op, in_q, out_q) for i, (op, in_q, out_q) in enumerate(test_ops_unary.RELU_CASES)},
+                **{f"requantize-{i}": unary("QUANTIZE", *qs) for i, qs in enumerate(test_ops_unary.REQUANT_CASES)},
+                **{f"add-n-{n}": (lambda n=n: test_ops_binary.add_n_model(n)) for n in (2, 3, 5)},
                 **{f"reduce-{k}": f for k, f in test_ops_reduce.HANDMADE.items()},
                 **{f"fc-{k}": (lambda k=k: test_ops_matmul.fc_model(**test_ops_matmul.FC_CASES[k])) for k in test_ops_matmul.FC_CASES},
                 **{f"lstm-float-{k}": (lambda k=k: test_lstm_float._float_lstm(**test_lstm_float.HANDMADE[k])) for k in test_lstm_float.HANDMADE},

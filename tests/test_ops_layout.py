@@ -256,6 +256,8 @@ MODELS = {
     "squeeze_int8": lambda: unary_model(OP.SQUEEZE, (1, 4, 1, 3), np.int8, (4, 3), opts=squeeze_options([0, 2])),
     "expand_dims_int8": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.int8, (4, 1, 3), [np.array(-2, np.int32)]),
     "expand_dims_bool": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.bool_, (1, 4, 3), [np.array(0, np.int32)]),
+    "expand_dims_float32": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.float32, (4, 3, 1), [np.array(2, np.int32)]),
+    "squeeze_float32": lambda: unary_model(OP.SQUEEZE, (1, 4, 1, 3), np.float32, (4, 1, 3), opts=squeeze_options([0])),
     "pack_int32": lambda: pack_model(np.int32),
     "pack_bool_reverse": lambda: unary_model(OP.REVERSE_V2, (3, 4, 2), np.bool_, (3, 4, 2), [np.array([1], np.int32)]),
     "split_int32": lambda: multi_output_model(OP.SPLIT, np.int32),

@@ -150,6 +150,16 @@ def test_int8_relu_host(op, in_q, out_q, tmp_path):
     check_inputs(one_op(op, x.shape, in_q, out_q), tmp_path, [x])
 
 
+# QUANTIZE int8 -> int8 (a change of scale and zero point: TFLM's Requantize), integerize's island
+REQUANT_CASES = [((0.05, -3), (0.03, 10)), ((0.02, 127), (0.2, -128)), ((0.1, -128), (0.013, 0))]
+
+
+@pytest.mark.parametrize("in_q,out_q", REQUANT_CASES, ids=lambda v: f"{v[0]:g}z{v[1]}")
+def test_int8_requantize_host(in_q, out_q, tmp_path):
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, -1)
+    check_inputs(one_op("QUANTIZE", x.shape, in_q, out_q), tmp_path, [x])
+
+
 def test_int8_hard_swish_refuses_upscale(tmp_path):
     """TFLM refuses an int8 HARD_SWISH whose output multiplier needs a left shift; so does edgemem."""
     from edgemem.errors import UnsupportedModelError
