@@ -504,7 +504,9 @@ def _compare(outputs: list, reference: list | None, specs: list[dict], oracle: s
         if np.issubdtype(out.dtype, np.floating):  # float sums may round differently: 1e-5 relative
             allowed = 1e-5 * max(1.0, float(np.max(np.abs(np.asarray(ref, np.float64)), initial=0.0)))
         else:
-            allowed = 1 if spec["producer"] in _LSB_TOLERANT or oracle != "tflm" else 0  # LiteRT rounds some ties apart
+            # LiteRT (where TFLM cannot run the model) rounds some operators a step away from TFLM, e.g. per-channel
+            # FULLY_CONNECTED, and steps compound through layers: two steps, as tests/op_check.py allows
+            allowed = 2 if oracle != "tflm" else 1 if spec["producer"] in _LSB_TOLERANT else 0
         tolerated &= d <= allowed
     return {"bit_exact": all(d == 0 for d in diffs), "max_abs_diff": max(diffs, default=0),
             "matches_reference": bool(tolerated)}  # fmt: skip
