@@ -176,6 +176,18 @@ def multi_output_model(op, dtype):
     return mb.serialize([x], [ys[0], ys[2]])
 
 
+def zeros_like_model(dtype):
+    """y = x + ZEROS_LIKE(x): the zeros are folded at import (the shape is fixed), the ADD takes them as a constant
+    (an int32 one widened to int64 by TVM's legalization: an int64 constant in flash)."""
+    mb = mm.ModelBuilder()
+    x = mb.tensor("x", (2, 3, 4), dtype, _quant(dtype))
+    z = mb.tensor("z", (2, 3, 4), dtype, _quant(dtype))
+    y = mb.tensor("y", (2, 3, 4), dtype, {"scale": [0.07], "zero_point": [5]} if dtype == np.int8 else None)
+    mb.op(OP.ZEROS_LIKE, [x], [z])
+    mb.op(OP.ADD, [x, z], [y], *mm.add_options())
+    return mb.serialize([x], [y])
+
+
 def fill_model(dtype):
     """FILL of a constant shape with a value read at run time (a model input [1] reshaped to a scalar; the
     harness's seeded inputs cannot be scalars)."""
@@ -257,6 +269,7 @@ MODELS = {
     "expand_dims_int8": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.int8, (4, 1, 3), [np.array(-2, np.int32)]),
     "expand_dims_bool": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.bool_, (1, 4, 3), [np.array(0, np.int32)]),
     "expand_dims_float32": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.float32, (4, 3, 1), [np.array(2, np.int32)]),
+    **{f"zeros_like_{np.dtype(t).name}": (lambda t=t: zeros_like_model(t)) for t in (np.int8, np.int32, np.float32)},
     "squeeze_float32": lambda: unary_model(OP.SQUEEZE, (1, 4, 1, 3), np.float32, (4, 1, 3), opts=squeeze_options([0])),
     "pack_int32": lambda: pack_model(np.int32),
     "pack_bool_reverse": lambda: unary_model(OP.REVERSE_V2, (3, 4, 2), np.bool_, (3, 4, 2), [np.array([1], np.int32)]),

@@ -16,8 +16,8 @@ from ..ir.graph import OpGraph
 from .kernels_c import CKernels, prim_funcs_to_c
 from .templates import render
 
-_CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float",
-           "bool": "uint8_t"}  # bool: one byte 0/1 as TFLite stores it; passed to kernels cast to bool *
+_CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+           "float32": "float", "bool": "uint8_t"}  # bool: one byte 0/1 as TFLite stores it; passed to kernels cast to bool *
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ def _c_values(arr: np.ndarray) -> str:
         flat = flat.astype(np.uint8)
     if flat.dtype == np.float32:
         items = [float(v).hex() + "f" for v in flat.tolist()]  # hex floats: exact, no rounding
+    elif flat.dtype == np.int64:  # e.g. an int32 operand widened by TVM's legalization, folded to a constant
+        items = ["(-INT64_MAX - 1)" if v == -(2**63) else f"INT64_C({v})" for v in flat.tolist()]
     else:
         items = [str(v) for v in flat.tolist()]
     rows = [", ".join(items[i : i + 24]) for i in range(0, len(items), 24)]
