@@ -114,3 +114,71 @@ def check_model(model, tmp: Path, seeds=SEEDS, **options) -> Comparison:
         got = [np.frombuffer(r, dtype=d).reshape(s) for r, (_, s, d) in zip(raw, outs)]
         result.max_abs_diff.append(assert_outputs_match(got, want, oracle, f"{path.name} seed {seed}", steps))
     return result
+
+
+_SEQUENCE_DRIVER = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "model.h"
+
+/* Written for the tests: runs the model on in0.bin .. in<K-1>.bin in sequence (no reset in between), writes
+   out<k>.bin; then edgemem_reset() and in0.bin again -> again.bin. */
+static int io(const char *name, void *buf, uint32_t n, int write)
+{
+    FILE *f = fopen(name, write ? "wb" : "rb");
+    size_t done;
+    if (f == NULL) {
+        return -1;
+    }
+    done = write ? fwrite(buf, 1, n, f) : fread(buf, 1, n, f);
+    fclose(f);
+    return done == n ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    char name[64];
+    int k, runs = argc > 1 ? atoi(argv[1]) : 0;
+    for (k = 0; k <= runs; k++) {
+        if (k == runs) {
+            edgemem_reset();
+        }
+        snprintf(name, sizeof name, "in%d.bin", k == runs ? 0 : k);
+        if (io(name, edgemem_input(0), edgemem_input_bytes(0), 0) != 0 || edgemem_run() != 0) {
+            return 1;
+        }
+        snprintf(name, sizeof name, k == runs ? "again.bin" : "out%d.bin", k);
+        if (io(name, edgemem_output(0), edgemem_output_bytes(0), 1) != 0) {
+            return 2;
+        }
+    }
+    return 0;
+}
+"""
+
+
+def run_in_sequence(model, tmp: Path, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """A stateful model (LSTM, SVDF: state tensors kept across runs) built for the host (gcc/clang -Werror) and run
+    on each input in turn with no reset in between; returns output 0 of each run, and output 0 of a run on the
+    first input again after ``edgemem_reset()``."""
+    import subprocess
+
+    from edgemem.target.host import MODEL_SOURCES, WARNING_FLAGS, host_compiler, write_host_sources
+
+    path, project = build_for_host(model, tmp)
+    work = Path(tmp) / "sequence"
+    write_host_sources(project, work)  # the model's sources, pools as plain globals
+    (work / "driver.c").write_text(_SEQUENCE_DRIVER)
+    cmd = [host_compiler(), *WARNING_FLAGS, "-O1", *MODEL_SOURCES, "driver.c", "-lm", "-o", "seq"]
+    subprocess.run(cmd, cwd=work, check=True, timeout=300, capture_output=True)
+    for k, x in enumerate(inputs):
+        (work / f"in{k}.bin").write_bytes(np.ascontiguousarray(x).tobytes())
+    subprocess.run(["./seq", str(len(inputs))], cwd=work, check=True, timeout=120, capture_output=True)
+    _, outs = model_io_specs(path)
+    _, shape, dtype = outs[0]
+
+    def read(name: str) -> np.ndarray:
+        return np.frombuffer((work / name).read_bytes(), dtype=dtype).reshape(shape)
+
+    return [read(f"out{k}.bin") for k in range(len(inputs))], read("again.bin")

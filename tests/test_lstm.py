@@ -82,91 +82,28 @@ def test_lstm_model_bit_exact_under_qemu(name, tmp_path):
         assert result.info["arena_bytes"] - 4 < res["arena_high_water_bytes"] <= result.info["arena_bytes"]
 
 
-_SEQUENCE_DRIVER = r"""
-#include <stdint.h>
-#include <stdio.h>
-#include "model.h"
-
-/* Written for this test: runs the model on in0.bin .. in<K-1>.bin in sequence (no reset in between), writes
-   out<k>.bin; then edgemem_reset() and in0.bin again -> again.bin. */
-static int io(const char *name, void *buf, uint32_t n, int write)
-{
-    FILE *f = fopen(name, write ? "wb" : "rb");
-    size_t done;
-    if (f == NULL) {
-        return -1;
-    }
-    done = write ? fwrite(buf, 1, n, f) : fread(buf, 1, n, f);
-    fclose(f);
-    return done == n ? 0 : -1;
-}
-
-int main(int argc, char **argv)
-{
-    char name[64];
-    int k, runs = argc > 1 ? atoi(argv[1]) : 0;
-    for (k = 0; k <= runs; k++) {
-        if (k == runs) {
-            edgemem_reset();
-        }
-        snprintf(name, sizeof name, "in%d.bin", k == runs ? 0 : k);
-        if (io(name, edgemem_input(0), edgemem_input_bytes(0), 0) != 0 || edgemem_run() != 0) {
-            return 1;
-        }
-        snprintf(name, sizeof name, k == runs ? "again.bin" : "out%d.bin", k);
-        if (io(name, edgemem_output(0), edgemem_output_bytes(0), 1) != 0) {
-            return 2;
-        }
-    }
-    return 0;
-}
-"""
-
-
 def test_lstm_state_carries_across_runs_like_tflm(tmp_path):
     """Three runs in a row on the host (gcc -Werror) = one TFLM interpreter invoked three times without a
     reset; edgemem_reset() gives the first run's output again; and the state matters (a fresh run on the
     second input differs), so the comparison can fail."""
-    import shutil
-    import subprocess
-
     from edgemem.reference import tflm_interpreter
-    from edgemem.target.host import MODEL_HEADERS, MODEL_SOURCES, WARNING_FLAGS, host_compiler
+    from op_check import run_in_sequence
 
     path = MODELS / "tflm_dtln_noise_suppression.tflite"
     if not path.exists():
         pytest.skip(f"{path} is not here")
-    try:
-        cc = host_compiler()
-    except Exception as exc:  # noqa: BLE001 (no compiler: nothing to run the sequence with)
-        pytest.skip(str(exc))
-    project = tmp_path / "p"
-    pipeline.build(path, "stm32f746", project, pipeline.BuildOptions(compile=False))
-    work = tmp_path / "host"
-    work.mkdir()
-    for f in (*MODEL_SOURCES, *MODEL_HEADERS):
-        text = (project / f).read_text()
-        (work / f).write_text(text.replace('__attribute__((section(".edgemem_arena.arena"), ', "__attribute__(("))
-    (work / "driver.c").write_text("#include <stdlib.h>\n" + _SEQUENCE_DRIVER)
-    subprocess.run([cc, *WARNING_FLAGS, "-O1", *MODEL_SOURCES, "driver.c", "-lm", "-o", "seq"], cwd=work, check=True, timeout=300)
     inputs = [seeded_inputs(path, seed)[0] for seed in range(3)]
-    for k, x in enumerate(inputs):
-        (work / f"in{k}.bin").write_bytes(x.tobytes())
-    subprocess.run(["./seq", "3"], cwd=work, check=True, timeout=120)
-
+    got, again = run_in_sequence(path, tmp_path, inputs)
     interp = tflm_interpreter(path)
     expected = []
     for x in inputs:
         interp.set_input(x, 0)
         interp.invoke()
         expected.append(np.array(interp.get_output(0), copy=True))
-    for k, want in enumerate(expected):
-        got = np.frombuffer((work / f"out{k}.bin").read_bytes(), dtype=want.dtype).reshape(want.shape)
-        np.testing.assert_array_equal(got, want)
-    again = np.frombuffer((work / "again.bin").read_bytes(), dtype=expected[0].dtype).reshape(expected[0].shape)
+    for g, want in zip(got, expected):
+        np.testing.assert_array_equal(g, want)
     np.testing.assert_array_equal(again, expected[0])
     assert not np.array_equal(tflm_outputs(path, [inputs[1]])[0], expected[1])
-    shutil.rmtree(work)
 
 
 def _lstm_model(n_in: int, n_cell: int, steps: int, time_major: bool, cell_clip: float, seed: int, activation: int = 4,

@@ -129,36 +129,15 @@ def test_float_lstm_state_carries_across_runs_on_the_host(tmp_path):
     """Three runs in a row on different inputs (host build, gcc -Werror) = one TFLM interpreter invoked three
     times without a reset; edgemem_reset() gives the first run's output again; a fresh run on the second input
     differs from the second run (the state matters, so the comparison can fail). Batch 2, time-major."""
-    import subprocess
+    from op_check import run_in_sequence
 
-    from edgemem.target.host import MODEL_HEADERS, MODEL_SOURCES, WARNING_FLAGS, host_compiler
-    from test_lstm import _SEQUENCE_DRIVER
-
-    try:
-        cc = host_compiler()
-    except Exception as exc:  # noqa: BLE001 (no compiler: nothing to run the sequence with)
-        pytest.skip(str(exc))
     path = tmp_path / "lstm.tflite"
     path.write_bytes(_float_lstm(**HANDMADE["time-major-batch2"]))
-    project = tmp_path / "p"
-    pipeline.build(path, "stm32f746", project, pipeline.BuildOptions(compile=False))
-    work = tmp_path / "host"
-    work.mkdir()
-    for f in (*MODEL_SOURCES, *MODEL_HEADERS):
-        text = (project / f).read_text()
-        (work / f).write_text(text.replace('__attribute__((section(".edgemem_arena.arena"), ', "__attribute__(("))
-    (work / "driver.c").write_text("#include <stdlib.h>\n" + _SEQUENCE_DRIVER)
-    subprocess.run([cc, *WARNING_FLAGS, "-O1", *MODEL_SOURCES, "driver.c", "-lm", "-o", "seq"], cwd=work, check=True, timeout=300)
-    runs = 3
-    inputs = [seeded_inputs(path, seed)[0] for seed in range(runs)]
-    for k, x in enumerate(inputs):
-        (work / f"in{k}.bin").write_bytes(x.tobytes())
-    subprocess.run(["./seq", str(runs)], cwd=work, check=True, timeout=120)
+    inputs = [seeded_inputs(path, seed)[0] for seed in range(3)]
+    got, again = run_in_sequence(path, tmp_path, inputs)
     expected = _tflm_sequence(path, inputs)
-    for k, want in enumerate(expected):
-        got = np.frombuffer((work / f"out{k}.bin").read_bytes(), np.float32).reshape(want.shape)
-        _assert_close(got, want, f"run {k}")
-    again = np.frombuffer((work / "again.bin").read_bytes(), np.float32).reshape(expected[0].shape)
+    for k, (g, want) in enumerate(zip(got, expected)):
+        _assert_close(g, want, f"run {k}")
     _assert_close(again, expected[0], "after edgemem_reset")
     assert not np.allclose(_tflm_sequence(path, [inputs[1]])[0], expected[1], rtol=1e-3, atol=1e-4)
 

@@ -386,45 +386,23 @@ def test_svdf_edge_cases(name, tmp_path):
 def test_svdf_state_carries_across_runs_like_tflm(name, tmp_path):
     """Five runs in a row on a host build (gcc -Werror, no reset) = one TFLM interpreter invoked five times: the
     state shifts through its whole memory; edgemem_reset() then gives the first run's output again."""
-    import subprocess
-
-    from edgemem import pipeline
     from edgemem.reference import seeded_inputs, tflm_interpreter
-    from edgemem.target.host import MODEL_HEADERS, MODEL_SOURCES, WARNING_FLAGS, host_compiler
-    from test_lstm import _SEQUENCE_DRIVER
+    from op_check import run_in_sequence
 
-    try:
-        cc = host_compiler()
-    except Exception as exc:  # noqa: BLE001 (no compiler: nothing to run the sequence with)
-        pytest.skip(str(exc))
     path = tmp_path / "svdf.tflite"
     path.write_bytes(svdf_model(**SVDF_CASES[name]))
-    project = tmp_path / "p"
-    pipeline.build(path, "stm32f746", project, pipeline.BuildOptions(compile=False))
-    work = tmp_path / "host"
-    work.mkdir()
-    for f in (*MODEL_SOURCES, *MODEL_HEADERS):
-        text = (project / f).read_text()
-        (work / f).write_text(text.replace('__attribute__((section(".edgemem_arena.arena"), ', "__attribute__(("))
-    (work / "driver.c").write_text("#include <stdlib.h>\n" + _SEQUENCE_DRIVER)
-    subprocess.run([cc, *WARNING_FLAGS, "-O1", *MODEL_SOURCES, "driver.c", "-lm", "-o", "seq"], cwd=work, check=True, timeout=300)
-    runs = 5
-    inputs = [seeded_inputs(path, seed)[0] for seed in range(runs)]
-    for k, x in enumerate(inputs):
-        (work / f"in{k}.bin").write_bytes(x.tobytes())
-    subprocess.run(["./seq", str(runs)], cwd=work, check=True, timeout=120)
+    inputs = [seeded_inputs(path, seed)[0] for seed in range(5)]
+    got, again = run_in_sequence(path, tmp_path, inputs)
     interp = tflm_interpreter(path)
     expected = []
     for x in inputs:
         interp.set_input(x, 0)
         interp.invoke()
         expected.append(np.array(interp.get_output(0), copy=True))
-    for k, want in enumerate(expected):
-        got = np.frombuffer((work / f"out{k}.bin").read_bytes(), dtype=want.dtype).reshape(want.shape)
+    for k, (g, want) in enumerate(zip(got, expected)):
         if want.dtype == np.float32:
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())), err_msg=f"run {k}")
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())), err_msg=f"run {k}")
         else:
-            np.testing.assert_array_equal(got, want, err_msg=f"run {k}")
-    again = np.frombuffer((work / "again.bin").read_bytes(), dtype=expected[0].dtype).reshape(expected[0].shape)
-    np.testing.assert_array_equal(again, np.frombuffer((work / "out0.bin").read_bytes(), dtype=expected[0].dtype).reshape(expected[0].shape))
+            np.testing.assert_array_equal(g, want, err_msg=f"run {k}")
+    np.testing.assert_array_equal(again, got[0])
     assert not np.array_equal(expected[-1], expected[0])
