@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import UnsupportedModelError
+from ..footprint import is_constant
 
 _TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
 
@@ -68,19 +69,11 @@ def operand_type(subgraph, op, model=None) -> str:
     inputs = [int(i) for i in (op.InputsAsNumpy() if op.InputsLength() else []) if i >= 0]
     outputs = [int(i) for i in (op.OutputsAsNumpy() if op.OutputsLength() else []) if i >= 0]
     if model is not None:
-        inputs = [i for i in inputs if not _is_constant(model, subgraph.Tensors(i))] or inputs
+        inputs = [i for i in inputs if not is_constant(model, subgraph.Tensors(i))] or inputs
     candidates = inputs or outputs
     if not candidates:
         return "none"
     return _TFL_TYPES.get(subgraph.Tensors(candidates[0]).Type(), "unknown")
-
-
-def _is_constant(model, tensor) -> bool:
-    index = tensor.Buffer()
-    if not 0 < index < model.BuffersLength():
-        return False
-    buf = model.Buffers(index)
-    return buf.DataLength() > 0 or buf.Offset() > 1  # data inline, or past the flatbuffer (large models)
 
 
 class OpContext:
