@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from .footprint import indices
+from .footprint import builtin_options, indices
 
 _NP_TYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _SHAPE_ONLY = ("SHAPE", "ZEROS_LIKE")
@@ -37,12 +37,7 @@ class FoldOp:
     out_tensors: list
 
     def options(self, cls):
-        table = self.op.BuiltinOptions()
-        if table is None:
-            return None
-        opts = cls()
-        opts.Init(table.Bytes, table.Pos)
-        return opts
+        return builtin_options(self.op, cls)
 
     def out_shape(self, i: int = 0) -> tuple[int, ...]:
         return tuple(indices(self.out_tensors[i].ShapeAsNumpy()))

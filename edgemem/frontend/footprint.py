@@ -16,6 +16,16 @@ def indices(vector) -> list[int]:
     return [] if isinstance(vector, int) else [int(v) for v in vector]
 
 
+def builtin_options(op, options_cls):
+    """The operator's builtin options table read as ``options_cls`` (e.g. tflite.SoftmaxOptions), or None."""
+    table = op.BuiltinOptions()
+    if table is None:
+        return None
+    opts = options_cls()
+    opts.Init(table.Bytes, table.Pos)
+    return opts
+
+
 def is_constant(model, tensor) -> bool:
     """A tensor with buffer data is a constant (flash), not an activation."""
     buf = model.Buffers(tensor.Buffer())

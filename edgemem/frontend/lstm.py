@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedModelError
+from .footprint import builtin_options
 from ..kernels import lstm as lstm_kernel
 
 # input positions in the TFLite operator (the layout of TFLite's LSTM kernels)
@@ -23,10 +24,7 @@ _TANH = 4  # TFLite ActivationFunctionType.TANH
 def _options(op):
     from tflite.UnidirectionalSequenceLSTMOptions import UnidirectionalSequenceLSTMOptions
 
-    table = op.BuiltinOptions()
-    opts = UnidirectionalSequenceLSTMOptions()
-    opts.Init(table.Bytes, table.Pos)
-    return opts
+    return builtin_options(op, UnidirectionalSequenceLSTMOptions)
 
 
 def _scale_zp(wrapper, what: str) -> tuple[float, int]:

@@ -241,17 +241,6 @@ def _normalize_quant_axis(wrapper) -> None:
         q["axis"] = 0
 
 
-def _softmax_beta(op) -> float:
-    from tflite.SoftmaxOptions import SoftmaxOptions
-
-    table = op.BuiltinOptions()
-    if table is None:
-        return 1.0
-    opts = SoftmaxOptions()
-    opts.Init(table.Bytes, table.Pos)
-    return float(opts.Beta())
-
-
 def _converter_class():
     """TVM's OperatorConverter, widened where TFLite semantics need it."""
     import tvm
@@ -334,24 +323,11 @@ def _converter_class():
             type(self).current_op = op._tab.Pos
             return super().get_op_code_str(op)
 
-        # Layout-only ops are exact on int8 data; the stock list refuses them.
-        _SUPPORTED_QUANTIZED_OPS = tf.OperatorConverter._SUPPORTED_QUANTIZED_OPS | {
-            "PAD", "PADV2", "TRANSPOSE", "SQUEEZE", "STRIDED_SLICE", "RESIZE_NEAREST_NEIGHBOR",
-            "UNIDIRECTIONAL_SEQUENCE_LSTM",  # int8: edgemem's own kernel (frontend/lstm.py)
-        }
-
         def get_tensors(self, tensors_idx_list):
             wrappers = super().get_tensors(tensors_idx_list)
             for t in wrappers:
                 _normalize_quant_axis(t)
             return wrappers
-
-        def convert_softmax(self, op):
-            # The stock converter drops beta; refuse rather than run a different function.
-            beta = _softmax_beta(op)
-            if beta != 1.0:
-                raise UnsupportedModelError(f"SOFTMAX with beta={beta} is not supported yet (only beta=1).")
-            return super().convert_softmax(op)
 
         island_starts: list = []  # the float vars of DEQUANTIZE operators of int8 activations, last import
 

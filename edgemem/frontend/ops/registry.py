@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import UnsupportedModelError
-from ..footprint import is_constant
+from ..footprint import builtin_options, is_constant
 
 _TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
 
@@ -137,12 +137,7 @@ class OpContext:
 
     def options(self, options_cls):
         """The operator's builtin options table as ``options_cls`` (e.g. tflite.LeakyReluOptions), or None."""
-        table = self.op.BuiltinOptions()
-        if table is None:
-            return None
-        opts = options_cls()
-        opts.Init(table.Bytes, table.Pos)
-        return opts
+        return builtin_options(self.op, options_cls)
 
     # -- results
     def refuse(self, why: str):
