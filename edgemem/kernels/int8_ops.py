@@ -311,42 +311,6 @@ def max_pool2d(x_shape, pool, stride, pad, out_shape, rq: Requant):
     return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])
 
 
-def softmax(shape, in_scale, in_zp, beta, out_scale, out_zp):
-    """SOFTMAX over the last axis of an int8 tensor of any rank, computed in float32.
-
-    TFLM uses gemmlowp fixed-point exp here; this float form stays within 1 LSB of it, which is
-    what the acceptance allows for SOFTMAX.
-    """
-    shape = tuple(int(d) for d in shape)
-    lead, depth = shape[:-1], shape[-1]
-    x = te.placeholder(shape, "int8", name="x")
-    rk = te.reduce_axis((0, depth), "rk")
-    mx = te.compute(lead, lambda *r: te.max(x[r + (rk,)], axis=rk), name="mx")
-    rk2 = te.reduce_axis((0, depth), "rk2")
-    scale = float(in_scale) * float(beta)
-
-    def e(r, k):
-        d = (x[r + (k,)].astype("int32") - mx[r].astype("int32")).astype("float32")
-        return tirx.exp(d * tirx.const(scale, "float32"))
-
-    denom = te.compute(lead, lambda *r: te.sum(e(r, rk2), axis=rk2), name="denom")
-
-    def out_fn(*idx):
-        r, k = idx[:-1], idx[-1]
-        p = e(r, k) / denom[r]
-        q = tirx.round(p * tirx.const(1.0 / float(out_scale), "float32")).astype("int32") + out_zp
-        return clamp_to_int8(q, -128, 127)
-
-    out = te.compute(shape, out_fn, name="out")
-    sch = tvm.s_tir.Schedule(te.create_prim_func([x, out]))
-    if lead:
-        # Row statistics are scalars computed at their row.
-        row_loop = sch.get_loops(sch.get_sblock("out"))[-2]
-        sch.compute_at(sch.get_sblock("denom"), row_loop)
-        sch.compute_at(sch.get_sblock("mx"), sch.get_loops(sch.get_sblock("denom"))[len(lead) - 1])
-    return sch.mod["main"]
-
-
 # ---------------------------------------------------------------- data movement (no arithmetic)
 
 def pad(x_shape, pad_before, pad_after, pad_value: int):

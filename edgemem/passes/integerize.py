@@ -10,10 +10,11 @@ Every recognised island is one TFLite operator; anything else is reported with t
 operator it stopped at (the frontend's record of which operator produced which variable), so an unsupported model fails loudly instead of silently running in float.
 
 Islands (``quantize(f(dequantize(x), ...))``): CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD and
-MUL (constant or broadcast operands too), MEAN over any axes, SOFTMAX, CONCATENATION (one
-quantization), QUANTIZE int8 -> int8, and QUANTIZE of a float model input. Ops the frontend keeps on
-int8 directly (PAD, STRIDED_SLICE, TRANSPOSE, RESIZE_NEAREST_NEIGHBOR, pools) become copy kernels;
-a DEQUANTIZE that is a model output becomes an int8 -> float32 kernel.
+MUL (constant or broadcast operands too), CONCATENATION (one quantization), LOGISTIC, QUANTIZE int8 ->
+int8, and QUANTIZE of a float model input. Ops the frontend keeps on int8 directly (PAD, STRIDED_SLICE,
+TRANSPOSE, RESIZE_NEAREST_NEIGHBOR) become copy kernels; a DEQUANTIZE that is a model output becomes an
+int8 -> float32 kernel. Operators with a lowering of their own (frontend/ops/: MEAN, SOFTMAX, the pools and
+the rest) arrive as kernel calls and are copied over.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from .rewrite import abandon
 from ..kernels.fixed_point import (
     conv_multipliers,
     fully_connected_multiplier,
-    mean_multiplier,
     mul_multiplier,
     quantize_multiplier,
     quantize_round,
@@ -309,10 +309,6 @@ class _Integerizer:
             self.env[var] = self._quantized(var, value, clip_of.get(var))
         elif op == "reshape" and isinstance(value.args[0], relax.Var) and value.args[0] in self.env:
             self.env[var] = self.bb.emit(relax.op.reshape(self._act(value.args[0]), _shape(var)))
-        elif op == "astype":
-            self.env[var] = self._int_pool(var, value)
-        elif op == "nn.max_pool2d" and _dtype(value.args[0]) == "int8":
-            self.env[var] = self._pool(var, value, value.args[0], "MAX_POOL_2D")
         elif op in ("permute_dims", "reshape") and _const_tree(self.g, value) is not None:
             return  # a constant weight in the making
         elif op in self._MOVES and isinstance(value.args[0], relax.Var) and value.args[0] in self.env:
@@ -385,18 +381,10 @@ class _Integerizer:
             return self._conv(expr, bias, out_scale, out_shape, rq)
         if op == "matmul":
             return self._fully_connected(expr, bias, out_scale, out_shape, rq)
-        if op == "nn.softmax":
-            d = _dequant(self.g, expr.args[0])
-            if d is None or d.is_const or int(expr.attrs.axis) not in (-1, len(out_shape) - 1):
-                raise UnsupportedModelError(f"softmax is not over the last axis of an int8 tensor.")
-            prim = int8_ops.softmax(_shape(d.source), d.scalar_scale, d.scalar_zp, 1.0, out_scale, out_zp)
-            return self._call(self._name("softmax"), prim, [self._act(d.source)], out_shape, "SOFTMAX", 0)
         if op == "sigmoid":
             return self._logistic(var, expr, out_scale, out_zp)
         if op == "multiply":
             return self._mul(var, expr, out_scale, rq)
-        if op == "mean":
-            return self._mean(var, expr, out_scale, out_zp)
         if op == "concat":
             return self._concat(var, expr, out_scale, out_zp)
         if op == "dequantize" and act == "NONE":
@@ -612,17 +600,6 @@ class _Integerizer:
         prim = int8_ops.mul(a_shape, b_shape, out_shape, d1.scalar_zp, d2.scalar_zp, m, s, rq)
         return self._call(self._name("mul"), prim, [a, b], out_shape, "MUL", int(np.prod(out_shape)))
 
-    def _mean(self, var, expr, out_scale, out_zp):
-        d = _dequant(self.g, expr.args[0])
-        if d is None or d.is_const:
-            raise UnsupportedModelError(f"MEAN is not over a dequantized int8 tensor.")
-        x_shape = _shape(d.source)
-        axes = sorted({int(a) % len(x_shape) for a in expr.attrs.axis})
-        count = int(np.prod([x_shape[a] for a in axes]))
-        m, s = mean_multiplier(d.scalar_scale, out_scale, count)
-        prim = int8_ops.mean(x_shape, axes, bool(expr.attrs.keepdims), d.scalar_zp, m, s, out_zp)
-        return self._call(self._name("mean"), prim, [self._act(d.source)], _shape(var), "MEAN", 0)
-
     def _concat(self, var, expr, out_scale, out_zp):
         parts = expr.args[0].fields if isinstance(expr.args[0], relax.Tuple) else None
         ds = [_dequant(self.g, p) for p in parts or []]
@@ -700,29 +677,6 @@ class _Integerizer:
         prim = int8_ops.resize_nearest(x_shape, out_shape[1:3])
         args = [self._act(value.args[0]), relax.const(rows), relax.const(cols)]
         return self._call(self._name("resize_nearest_neighbor"), prim, args, out_shape, "RESIZE_NEAREST_NEIGHBOR", 0)
-
-    def _int_pool(self, var, value):
-        """The frontend's integer avg pool: astype(int8, avg_pool2d(astype(int32, x)))."""
-        pool = self.g.value(value.args[0])
-        if _op(pool) != "nn.avg_pool2d":
-            raise UnsupportedModelError(f"int8 cast that is not an average pool.")
-        src = self.g.value(pool.args[0])
-        if _op(src) != "astype":
-            raise UnsupportedModelError(f"average pool on a non-int8 input.")
-        return self._pool(var, pool, src.args[0], "AVERAGE_POOL_2D")
-
-    def _pool(self, var, pool, x_var, kind):
-        a = pool.attrs
-        if str(a.layout) != "NHWC" or any(int(d) != 1 for d in a.dilation):
-            raise UnsupportedModelError(f"{kind} with layout {a.layout} / dilation is not supported.")
-        x_shape, out_shape = _shape(x_var), _shape(var)
-        size = [int(p) for p in a.pool_size]
-        stride = [int(s) for s in a.strides]
-        pad = [int(p) for p in a.padding]
-        rq = Requant(0, -128, 127)  # TFLite pools keep the input's quantization; no fused act here
-        build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
-        prim = build(x_shape, size, stride, pad, out_shape, rq)
-        return self._call(self._name(kind), prim, [self._act(x_var)], out_shape, kind, 0)
 
 
 def nearest_neighbor_sources(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
