@@ -18,7 +18,7 @@ from ...kernels import layout as k
 from ..fold import python_slices
 from .registry import OpContext, lowering
 
-MOVE = ("int8", "float32", "int32", "bool")
+MOVE = ("int8", "int16", "float32", "int32", "bool")
 
 
 def _vec(ctx: OpContext, t, what: str) -> list[int]:
@@ -59,6 +59,21 @@ def view(ctx: OpContext):
     if ctx.dtype(x) != ctx.dtype(y):
         ctx.refuse(f"input {ctx.dtype(x)} and output {ctx.dtype(y)} differ.")
     return ctx.reshape(ctx.expr(x), ctx.shape(y))
+
+
+@lowering("RESHAPE", types=("int16",))
+def reshape(ctx: OpContext):
+    """A view (int8 and float RESHAPE go through TVM's converter, which keeps them views too)."""
+    return view(ctx)
+
+
+@lowering("TRANSPOSE", types=("int16",))
+def transpose(ctx: OpContext):
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    rank = len(ctx.shape(x))
+    perm = [p % rank for p in _vec(ctx, ctx.inputs[1], "permutation")]
+    sources = [perm.index(a) for a in range(rank)]  # input axis a is output axis perm.index(a)
+    return _affine(ctx, "TRANSPOSE", x, y, [0] * rank, [1] * rank, sources)
 
 
 @lowering("PACK", types=MOVE)
