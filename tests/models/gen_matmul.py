@@ -3,7 +3,13 @@ SOFTMAX with a scaling, LOG_SOFTMAX, L2_NORMALIZATION (dev-only: run with /work/
 
 Writes tests/models/ops/<OPNAME>-<variant>-<int8|float32>.tflite; an int8 model with float edges (QUANTIZE /
 DEQUANTIZE at the model's input and output) gets the variant suffix ``-fio``. Every written model is checked to
-contain the operator it is named after (the converter sometimes rewrites one).
+contain the operator it is named after (the converter sometimes rewrites one). FULLY_CONNECTED, BATCH_MATMUL and
+TRANSPOSE_CONV are also converted in 16x8 mode (int16 activations, int8 weights, int64 biases): ``-int16``
+(int16 edges) and, for a few variants, ``-iofloat-int16`` (float edges).
+
+Usage: ``gen_matmul.py [--kinds int16,int16f] [--only SUBSTRING] [FAMILY ...]``: ``--kinds`` writes only those
+kinds (e.g. the 16x8 ones without rewriting the int8 files), ``--only`` only the variants whose
+``<OPNAME>-<variant>`` contains the substring.
 """
 
 from __future__ import annotations
@@ -27,17 +33,35 @@ def _ops_of(data: bytes) -> list[str]:
     return [d["op_name"] for d in interp._get_ops_details()]  # noqa: SLF001  (the public analyzer only prints)
 
 
+KINDS: set[str] | None = None  # --kinds: write only these kinds
+ONLY: str | None = None  # --only: write only the variants whose "<op>-<variant>" contains this
+I16 = ("int8", "int8-fio", "float32", "int16")  # the default kinds plus 16x8 with int16 edges
+I16F = I16 + ("int16f",)  # ... and 16x8 with float edges
+
+
 def emit(op: str, variant: str, model, kinds=("int8", "int8-fio", "float32"), seed: int = 0):
-    """Convert ``model`` in each of ``kinds`` and write it; checks that ``op`` is in the result."""
+    """Convert ``model`` in each of ``kinds`` and write it; checks that ``op`` is in the result (a 16x8 model
+    without it is reported and not written: the converter does not make every operator in 16x8 mode)."""
+    if ONLY and ONLY not in f"{op}-{variant}":
+        return
     for kind in kinds:
+        if KINDS is not None and kind not in KINDS:
+            continue
         if kind == "float32":
             data, name = convert(model, "float"), f"{op}-{variant}-float32.tflite"
         elif kind == "int8":
             data, name = convert(model, "int8", io="int8", seed=seed), f"{op}-{variant}-int8.tflite"
+        elif kind == "int16":
+            data, name = convert(model, "int16", io="int16", seed=seed), f"{op}-{variant}-int16.tflite"
+        elif kind == "int16f":
+            data, name = convert(model, "int16", io="float", seed=seed), f"{op}-{variant}-iofloat-int16.tflite"
         else:
             data, name = convert(model, "int8", io="float", seed=seed), f"{op}-{variant}-fio-int8.tflite"
         ops = _ops_of(data)
         if op not in ops:
+            if kind.startswith("int16"):
+                print(f"{name}: the converter wrote {ops}, no {op}; not written")
+                continue
             raise SystemExit(f"{name}: the converter wrote {ops}, no {op}")
         write(OUT / name, data)
         print(f"{name}: {len(data)} B, {ops}")
@@ -61,12 +85,12 @@ def fully_connected():
         _seeded(layer, seed)
         return k.Model(x, y)
 
-    emit("FULLY_CONNECTED", "2d", dense((16,), 10, seed=1))
-    emit("FULLY_CONNECTED", "relu", dense((24,), 7, act="relu", seed=2))
-    emit("FULLY_CONNECTED", "relu6", dense((12,), 9, act=tf.nn.relu6, seed=3))
-    emit("FULLY_CONNECTED", "nobias", dense((20,), 5, bias=False, seed=4))
-    emit("FULLY_CONNECTED", "3d", dense((4, 12), 6, seed=5))  # keep_num_dims: [1, 4, 6]
-    emit("FULLY_CONNECTED", "4d", dense((2, 3, 8), 5, act="relu", seed=6))
+    emit("FULLY_CONNECTED", "2d", dense((16,), 10, seed=1), kinds=I16F)
+    emit("FULLY_CONNECTED", "relu", dense((24,), 7, act="relu", seed=2), kinds=I16)
+    emit("FULLY_CONNECTED", "relu6", dense((12,), 9, act=tf.nn.relu6, seed=3), kinds=I16)
+    emit("FULLY_CONNECTED", "nobias", dense((20,), 5, bias=False, seed=4), kinds=I16)
+    emit("FULLY_CONNECTED", "3d", dense((4, 12), 6, seed=5), kinds=I16F)  # keep_num_dims: [1, 4, 6]
+    emit("FULLY_CONNECTED", "4d", dense((2, 3, 8), 5, act="relu", seed=6), kinds=I16)
 
 
 def batch_matmul():
@@ -80,25 +104,25 @@ def batch_matmul():
         return k.Model([a, b], k.layers.Lambda(lambda t: fn(t[0], t[1]))([a, b]))
 
     mm = tf.linalg.matmul
-    emit("BATCH_MATMUL", "plain", two((4, 8), (8, 5), mm))
-    emit("BATCH_MATMUL", "adjy", two((4, 8), (6, 8), lambda a, b: mm(a, b, transpose_b=True)))
-    emit("BATCH_MATMUL", "adjx", two((8, 4), (8, 5), lambda a, b: mm(a, b, transpose_a=True)))
-    emit("BATCH_MATMUL", "adjxy", two((8, 4), (6, 8), lambda a, b: mm(a, b, transpose_a=True, transpose_b=True)))
-    emit("BATCH_MATMUL", "bcast", two((3, 4, 8), (1, 8, 5), mm))  # [1,3,4,8] x [1,1,8,5]
-    emit("BATCH_MATMUL", "bcast-rank", two((2, 3, 4, 6), (6, 5), mm))  # rank 5 x rank 3
-    emit("BATCH_MATMUL", "dot", two((5, 8), (6, 8), lambda a, b: k.layers.Dot(axes=2)([a, b])))
+    emit("BATCH_MATMUL", "plain", two((4, 8), (8, 5), mm), kinds=I16F)
+    emit("BATCH_MATMUL", "adjy", two((4, 8), (6, 8), lambda a, b: mm(a, b, transpose_b=True)), kinds=I16)
+    emit("BATCH_MATMUL", "adjx", two((8, 4), (8, 5), lambda a, b: mm(a, b, transpose_a=True)), kinds=I16)
+    emit("BATCH_MATMUL", "adjxy", two((8, 4), (6, 8), lambda a, b: mm(a, b, transpose_a=True, transpose_b=True)), kinds=I16)
+    emit("BATCH_MATMUL", "bcast", two((3, 4, 8), (1, 8, 5), mm), kinds=I16)  # [1,3,4,8] x [1,1,8,5]
+    emit("BATCH_MATMUL", "bcast-rank", two((2, 3, 4, 6), (6, 5), mm), kinds=I16)  # rank 5 x rank 3
+    emit("BATCH_MATMUL", "dot", two((5, 8), (6, 8), lambda a, b: k.layers.Dot(axes=2)([a, b])), kinds=I16)
 
     rng = np.random.default_rng(11)
     const = tf.constant(rng.standard_normal((3, 8, 5)).astype(np.float32))
     x = k.Input((3, 4, 8), batch_size=1)
-    emit("BATCH_MATMUL", "const-rhs", k.Model(x, k.layers.Lambda(lambda t: mm(t, const))(x)))
+    emit("BATCH_MATMUL", "const-rhs", k.Model(x, k.layers.Lambda(lambda t: mm(t, const))(x)), kinds=I16)
     const_l = tf.constant(rng.standard_normal((3, 6, 4)).astype(np.float32))
     x = k.Input((3, 4, 5), batch_size=1)
-    emit("BATCH_MATMUL", "const-lhs", k.Model(x, k.layers.Lambda(lambda t: mm(const_l, t))(x)))
+    emit("BATCH_MATMUL", "const-lhs", k.Model(x, k.layers.Lambda(lambda t: mm(const_l, t))(x)), kinds=I16)
 
     # Self-attention without projections: softmax(q k^T) v (two BATCH_MATMULs around a SOFTMAX).
     q, v = k.Input((6, 8), batch_size=1, name="in0"), k.Input((6, 8), batch_size=1, name="in1")
-    emit("BATCH_MATMUL", "attention", k.Model([q, v], k.layers.Attention()([q, v])))
+    emit("BATCH_MATMUL", "attention", k.Model([q, v], k.layers.Attention()([q, v])), kinds=I16)
 
 
 def transpose_conv():
@@ -113,11 +137,11 @@ def transpose_conv():
         _seeded(layer, seed)
         return k.Model(x, y)
 
-    emit("TRANSPOSE_CONV", "s1-same", deconv((5, 5, 3), 4, 3, 1, "same", seed=1))
-    emit("TRANSPOSE_CONV", "s2-same", deconv((4, 5, 3), 4, 3, 2, "same", seed=2))
-    emit("TRANSPOSE_CONV", "s2-valid", deconv((4, 4, 2), 3, 3, 2, "valid", seed=3))
-    emit("TRANSPOSE_CONV", "s1-valid-nobias", deconv((4, 4, 3), 5, 2, 1, "valid", bias=False, seed=4))
-    emit("TRANSPOSE_CONV", "s2-same-k4-relu", deconv((3, 3, 4), 2, 4, 2, "same", act="relu", seed=5))
+    emit("TRANSPOSE_CONV", "s1-same", deconv((5, 5, 3), 4, 3, 1, "same", seed=1), kinds=I16)
+    emit("TRANSPOSE_CONV", "s2-same", deconv((4, 5, 3), 4, 3, 2, "same", seed=2), kinds=I16F)
+    emit("TRANSPOSE_CONV", "s2-valid", deconv((4, 4, 2), 3, 3, 2, "valid", seed=3), kinds=I16)
+    emit("TRANSPOSE_CONV", "s1-valid-nobias", deconv((4, 4, 3), 5, 2, 1, "valid", bias=False, seed=4), kinds=I16)
+    emit("TRANSPOSE_CONV", "s2-same-k4-relu", deconv((3, 3, 4), 2, 4, 2, "same", act="relu", seed=5), kinds=I16)
 
 
 def softmax_family():
@@ -145,7 +169,17 @@ GENERATORS = {"FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul, 
 
 
 def main(argv=None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or list(GENERATORS)
+    import argparse
+
+    global KINDS, ONLY
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kinds", help="comma-separated kinds to write (int8, int8-fio, float32, int16, int16f)")
+    parser.add_argument("--only", help="write only the variants whose <OPNAME>-<variant> contains this")
+    parser.add_argument("families", nargs="*", help=f"some of {list(GENERATORS)} (default: all)")
+    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    KINDS = set(args.kinds.split(",")) if args.kinds else None
+    ONLY = args.only
+    names = args.families or list(GENERATORS)
     for name in names:
         GENERATORS[name]()
     return 0
