@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .board import Board, load_board
+from .codegen.library import write_library
 from .codegen.model_c import PoolLayout, compile_kernels, render_model, render_profile_inputs
 from .errors import DoesNotFitError, EdgememError, ToolchainError
 from .frontend.footprint import file_order_live_ranges, op_names, operator_floor_bytes
@@ -305,6 +306,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             if name != "profile_inputs.c" or options.profile:
                 (project / name).write_text(text)
         render_firmware_files(board, project, split_regions=options.pool_per_region, profile=options.profile)
+        write_library(project, sources, board, model.path.name)
         if options.compile:
             result.sizes = _link(project, board, plan)
         device_sizes = _link_device(project, board, plan, sources) if board.device is not None and options.compile else None
