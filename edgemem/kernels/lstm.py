@@ -23,8 +23,8 @@ The int16 sigmoid and tanh are TFLite's interpolated look-up table of sigmoid(k/
 (``measure_sigmoid_table``; tests/test_lstm.py measures it again and compares).
 
 State: the hidden and cell state are the kernel's two state arguments, which persist across invocations
-(the generated model keeps them outside the arena; ``edgemem_reset()`` restores the hidden state's zero
-point and a zero cell, TFLM's reset values), so a sequence of invocations gives what TFLM gives when it
+(the generated model keeps them outside the arena; ``edgemem_reset()`` restores TFLM's reset values,
+``initial_state``), so a sequence of invocations gives what TFLM gives when it
 is invoked again without a reset.
 """
 
@@ -182,8 +182,10 @@ STATE_PARAMS = (6, 7)  # positions of the hidden and cell state among the kernel
 
 
 def initial_state(n_cell: int, hidden_zp: int, activation: str = "int8") -> tuple[np.ndarray, np.ndarray]:
-    """TFLM's reset values: the hidden state at its zero point, the cell at 0."""
-    return np.full(n_cell, hidden_zp, np.dtype(activation)), np.zeros(n_cell, np.int16)
+    """TFLM's reset values (MicroInterpreterGraph::ResetTensorData: a memset to the zero point for an int8
+    variable tensor, to 0 for any other): an int8 hidden state at its zero point, an int16 one at 0 whatever its
+    zero point, the cell at 0."""
+    return np.full(n_cell, hidden_zp if activation == "int8" else 0, np.dtype(activation)), np.zeros(n_cell, np.int16)
 
 
 BIAS_DTYPE = {"int8": "int32", "int16": "int64"}  # the biases' type, which is also the fc accumulator's

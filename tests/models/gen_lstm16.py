@@ -114,9 +114,10 @@ def calibrate(info, seed: int = 0, count: int = 32) -> tuple[float, float, float
 
 
 def lstm16_model(wx, wh, bias, x_shape, x_scale, h_scale, c_scale, cell_clip=0.0, time_major=False, slice_info=None,
-                 activation=4) -> bytes:
+                 activation=4, x_zp=0, h_zp=0, bias_dtype=np.int64) -> bytes:
     """A 16x8 LSTM (and a STRIDED_SLICE after it if ``slice_info``) from float weights [4, N, I], [4, N, N], biases
-    [4, N] and the three activation scales; weights quantized per tensor, biases to int64."""
+    [4, N] and the three activation scales; weights quantized per tensor, biases to int64. The converter's
+    zero points are 0; ``x_zp``/``h_zp`` (TFLM applies them as offsets) and ``bias_dtype`` are for tests."""
     import tflite
     from tflite.BuiltinOperator import BuiltinOperator
     from tflite.BuiltinOptions import BuiltinOptions
@@ -124,9 +125,9 @@ def lstm16_model(wx, wh, bias, x_shape, x_scale, h_scale, c_scale, cell_clip=0.0
     mm = _builder()
     n = wx.shape[1]
     steps = x_shape[0] if time_major else x_shape[1]
-    sym = lambda s: {"scale": [float(np.float32(s))], "zero_point": [0]}  # noqa: E731
+    sym = lambda s, zp=0: {"scale": [float(np.float32(s))], "zero_point": [int(zp)]}  # noqa: E731
     mb = mm.ModelBuilder()
-    x = mb.tensor("x", x_shape, np.int16, quant=sym(x_scale))
+    x = mb.tensor("x", x_shape, np.int16, quant=sym(x_scale, x_zp))
     ins = [x]
     w_scales = []
     for g in range(4):
@@ -139,12 +140,12 @@ def lstm16_model(wx, wh, bias, x_shape, x_scale, h_scale, c_scale, cell_clip=0.0
     ins += [-1, -1, -1]
     for g in range(4):
         b_scale = np.float32(x_scale) * np.float32(w_scales[g])
-        ins.append(mb.const(f"b{g}", np.round(bias[g] / np.float64(b_scale)).astype(np.int64), quant=sym(b_scale)))
+        ins.append(mb.const(f"b{g}", np.round(bias[g] / np.float64(b_scale)).astype(bias_dtype), quant=sym(b_scale)))
     ins += [-1, -1]
-    ins.append(mb.tensor("h", [1, n], np.int16, quant=sym(h_scale), variable=True))
+    ins.append(mb.tensor("h", [1, n], np.int16, quant=sym(h_scale, h_zp), variable=True))
     ins.append(mb.tensor("c", [1, n], np.int16, quant=sym(c_scale), variable=True))
     ins += [-1, -1, -1, -1]
-    y = mb.tensor("y", [steps, 1, n] if time_major else [1, steps, n], np.int16, quant=sym(h_scale))
+    y = mb.tensor("y", [steps, 1, n] if time_major else [1, steps, n], np.int16, quant=sym(h_scale, h_zp))
 
     def options(b):
         tflite.UnidirectionalSequenceLSTMOptionsStart(b)
@@ -157,7 +158,7 @@ def lstm16_model(wx, wh, bias, x_shape, x_scale, h_scale, c_scale, cell_clip=0.0
     out = y
     if slice_info is not None:
         consts = [mb.const(f"ss{k}", np.asarray(v, np.int32)) for k, v in enumerate(slice_info["consts"])]
-        out = mb.tensor("y_last", slice_info["out_shape"], np.int16, quant=sym(h_scale))
+        out = mb.tensor("y_last", slice_info["out_shape"], np.int16, quant=sym(h_scale, h_zp))
 
         def slice_options(b):
             tflite.StridedSliceOptionsStart(b)
