@@ -13,6 +13,8 @@ LSTM is quantized here as the converter quantizes the 8x8->16 LSTM, with int16 w
 - weights: int8 per tensor, symmetric, max|w| / 127; biases int64 at scale input x weight (float32 product).
 A STRIDED_SLICE after the LSTM (return_sequences=False) is kept, on int16. Model edges are int16 (the int16 kind
 of convert.py). Writes tests/models/ops/UNIDIRECTIONAL_SEQUENCE_LSTM-<variant>-int16.tflite.
+`python tests/models/gen_lstm16.py denoiser OUT.tflite` writes a small 16x8 denoiser with float edges
+(``denoiser16_model``: QUANTIZE, LSTM, FULLY_CONNECTED on 3-D, LOGISTIC, DEQUANTIZE) to OUT.
 """
 
 from __future__ import annotations
@@ -179,7 +181,90 @@ def from_float(path: Path) -> bytes:
                         info["cell_clip"], info["time_major"], slice_info, info["activation"])  # fmt: skip
 
 
+def denoiser16_model(steps: int = 10, features: int = 16, units: int = 16, seed: int = 0) -> bytes:
+    """A small 16x8 "denoiser" with float edges, as the converter would write it if it took a 16x8 LSTM:
+    x float [1, T, F] -> QUANTIZE (int16) -> LSTM(units, return_sequences) -> FULLY_CONNECTED(F) on 3-D
+    (keep_num_dims, per-channel int8 weights, int64 bias) -> LOGISTIC (int16, output scale 2^-15) -> DEQUANTIZE.
+    Weights are seeded Keras-like initialisations (Glorot-uniform kernels, orthogonal recurrent kernels, the
+    forget gate's bias 1), scales calibrated on the converter's representative data. The operator versions and
+    FULLY_CONNECTED's options are the converter's for Dense + sigmoid on 3-D in 16x8 (probed with TF 2.21)."""
+    import tflite
+    from tflite.BuiltinOperator import BuiltinOperator as OP
+    from tflite.BuiltinOptions import BuiltinOptions
+
+    mm = _builder()
+    rng = np.random.default_rng(seed)
+    glorot = lambda fan_in, fan_out, shape: rng.uniform(-1, 1, shape) * np.sqrt(6 / (fan_in + fan_out))  # noqa: E731
+    wx = glorot(features, 4 * units, (4, units, features))
+    wh = np.stack([np.linalg.qr(rng.standard_normal((units, units)))[0] for _ in range(4)])
+    bias = np.zeros((4, units))
+    bias[1] = 1.0  # unit_forget_bias
+    wd = glorot(units, features, (features, units))
+    bd = rng.uniform(-0.2, 0.2, features)
+    # calibration (convert.representative: 32 standard-normal samples of seed 0)
+    cal = np.random.default_rng(0)
+    mx = mh = mc = md = 0.0
+    for _ in range(32):
+        x = cal.standard_normal((1, steps, features)).astype(np.float32)[0].astype(np.float64)
+        h, c = float_lstm(x, wx, wh, bias)
+        d = h @ wd.T + bd
+        mx, mh, mc, md = max(mx, np.abs(x).max()), max(mh, np.abs(h).max()), max(mc, np.abs(c).max()), max(md, np.abs(d).max())
+    sym = lambda s: {"scale": [float(np.float32(s))], "zero_point": [0]}  # noqa: E731
+    x_scale, h_scale, c_scale, d_scale = mx / 32767, mh / 32767, 2.0 ** np.ceil(np.log2(mc)) / 32768, md / 32767
+
+    mb = mm.ModelBuilder()
+    xf = mb.tensor("x", [1, steps, features], np.float32)
+    xq = mb.tensor("x_int16", [1, steps, features], np.int16, quant=sym(x_scale))
+    mb.op(OP.QUANTIZE, [xf], [xq])
+    ins = [xq]
+    w_scales = []
+    for g in range(4):
+        q, sc = mm.quantize_symmetric(wx[g], None)
+        w_scales.append(sc[0])
+        ins.append(mb.const(f"wx{g}", q, quant=sym(sc[0])))
+    for g in range(4):
+        q, sc = mm.quantize_symmetric(wh[g], None)
+        ins.append(mb.const(f"wh{g}", q, quant=sym(sc[0])))
+    ins += [-1, -1, -1]
+    for g in range(4):
+        b_scale = np.float32(x_scale) * np.float32(w_scales[g])
+        ins.append(mb.const(f"b{g}", np.round(bias[g] / np.float64(b_scale)).astype(np.int64), quant=sym(b_scale)))
+    ins += [-1, -1]
+    ins.append(mb.tensor("h", [1, units], np.int16, quant=sym(h_scale), variable=True))
+    ins.append(mb.tensor("c", [1, units], np.int16, quant=sym(c_scale), variable=True))
+    ins += [-1, -1, -1, -1]
+    hq = mb.tensor("lstm", [1, steps, units], np.int16, quant=sym(h_scale))
+
+    def lstm_options(b):
+        tflite.UnidirectionalSequenceLSTMOptionsStart(b)
+        tflite.UnidirectionalSequenceLSTMOptionsAddFusedActivationFunction(b, 4)
+        return tflite.UnidirectionalSequenceLSTMOptionsEnd(b)
+
+    mb.op(OP.UNIDIRECTIONAL_SEQUENCE_LSTM, ins, [hq], BuiltinOptions.UnidirectionalSequenceLSTMOptions, lstm_options)
+    wq, wsc = mm.quantize_symmetric(wd, 0)
+    b_scales = (np.float32(h_scale) * wsc.astype(np.float32)).astype(np.float32)
+    w_t = mb.const("dense_w", wq, quant={"scale": [float(v) for v in wsc], "zero_point": [0] * features, "quantized_dimension": 0})
+    b_t = mb.const("dense_b", np.round(bd / b_scales.astype(np.float64)).astype(np.int64),
+                   quant={"scale": [float(v) for v in b_scales], "zero_point": [0] * features, "quantized_dimension": 0})  # fmt: skip
+    dq = mb.tensor("dense", [1, steps, features], np.int16, quant=sym(d_scale))
+
+    def fc_options(b):
+        tflite.FullyConnectedOptionsStart(b)
+        tflite.FullyConnectedOptionsAddKeepNumDims(b, True)
+        return tflite.FullyConnectedOptionsEnd(b)
+
+    mb.op(OP.FULLY_CONNECTED, [hq, w_t, b_t], [dq], BuiltinOptions.FullyConnectedOptions, fc_options, version=5)
+    mq = mb.tensor("mask_int16", [1, steps, features], np.int16, quant=sym(2.0**-15))
+    mb.op(OP.LOGISTIC, [dq], [mq], version=2)
+    mf = mb.tensor("mask", [1, steps, features], np.float32)
+    mb.op(OP.DEQUANTIZE, [mq], [mf], version=2)
+    return mb.serialize([xf], [mf])
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "denoiser":  # gen_lstm16.py denoiser OUT.tflite
+        Path(sys.argv[2]).write_bytes(denoiser16_model())
+        sys.exit(0)
     only = sys.argv[1] if len(sys.argv) > 1 else None
     for variant in VARIANTS:
         if only and only not in f"{OP}-{variant}":
