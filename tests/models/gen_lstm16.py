@@ -12,7 +12,8 @@ LSTM is quantized here as the converter quantizes the 8x8->16 LSTM, with int16 w
 - cell state: int16 with a power-of-two scale 2^ceil(log2 max|c|) / 32768 (TFLM requires a power of two);
 - weights: int8 per tensor, symmetric, max|w| / 127; biases int64 at scale input x weight (float32 product).
 A STRIDED_SLICE after the LSTM (return_sequences=False) is kept, on int16. Model edges are int16 (the int16 kind
-of convert.py). Writes tests/models/ops/UNIDIRECTIONAL_SEQUENCE_LSTM-<variant>-int16.tflite.
+of convert.py); two also with float edges (QUANTIZE and DEQUANTIZE around, the int16f kind). Writes
+tests/models/ops/UNIDIRECTIONAL_SEQUENCE_LSTM-<variant>-<int16|iofloat-int16>.tflite.
 `python tests/models/gen_lstm16.py denoiser OUT.tflite` writes a small 16x8 denoiser with float edges
 (``denoiser16_model``: QUANTIZE, LSTM, FULLY_CONNECTED on 3-D, LOGISTIC, DEQUANTIZE) to OUT.
 """
@@ -28,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 OPS = HERE / "ops"
 OP = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 VARIANTS = ("seq-t10-i8-u12", "last-t10-i8-u12", "seq-t5-i3-u20", "seq-t10-i13-u16", "last-t5-i3-u8")
+FLOAT_EDGES = ("seq-t10-i8-u12", "last-t10-i8-u12")  # also written with float edges (iofloat-int16)
 
 # input positions in the TFLite operator (lstm_shared.h)
 _X, _WX, _WH, _BIAS, _HIDDEN, _CELL = 0, (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15), 18, 19
@@ -116,10 +118,11 @@ def calibrate(info, seed: int = 0, count: int = 32) -> tuple[float, float, float
 
 
 def lstm16_model(wx, wh, bias, x_shape, x_scale, h_scale, c_scale, cell_clip=0.0, time_major=False, slice_info=None,
-                 activation=4, x_zp=0, h_zp=0, bias_dtype=np.int64) -> bytes:
+                 activation=4, x_zp=0, h_zp=0, bias_dtype=np.int64, float_edges=False) -> bytes:
     """A 16x8 LSTM (and a STRIDED_SLICE after it if ``slice_info``) from float weights [4, N, I], [4, N, N], biases
     [4, N] and the three activation scales; weights quantized per tensor, biases to int64. The converter's
-    zero points are 0; ``x_zp``/``h_zp`` (TFLM applies them as offsets) and ``bias_dtype`` are for tests."""
+    zero points are 0; ``x_zp``/``h_zp`` (TFLM applies them as offsets) and ``bias_dtype`` are for tests.
+    ``float_edges``: a float32 input and output, QUANTIZE and DEQUANTIZE around (the converter's int16f kind)."""
     import tflite
     from tflite.BuiltinOperator import BuiltinOperator
     from tflite.BuiltinOptions import BuiltinOptions
@@ -130,6 +133,10 @@ def lstm16_model(wx, wh, bias, x_shape, x_scale, h_scale, c_scale, cell_clip=0.0
     sym = lambda s, zp=0: {"scale": [float(np.float32(s))], "zero_point": [int(zp)]}  # noqa: E731
     mb = mm.ModelBuilder()
     x = mb.tensor("x", x_shape, np.int16, quant=sym(x_scale, x_zp))
+    model_in = x
+    if float_edges:
+        model_in = mb.tensor("x_float", x_shape, np.float32)
+        mb.op(BuiltinOperator.QUANTIZE, [model_in], [x])
     ins = [x]
     w_scales = []
     for g in range(4):
@@ -169,16 +176,21 @@ def lstm16_model(wx, wh, bias, x_shape, x_scale, h_scale, c_scale, cell_clip=0.0
             return tflite.StridedSliceOptionsEnd(b)
 
         mb.op(BuiltinOperator.STRIDED_SLICE, [y, *consts], [out], BuiltinOptions.StridedSliceOptions, slice_options)
-    return mb.serialize([x], [out])
+    if float_edges:
+        out_float = mb.tensor("y_float", slice_info["out_shape"] if slice_info else [steps, 1, n] if time_major else [1, steps, n],
+                              np.float32)  # fmt: skip
+        mb.op(BuiltinOperator.DEQUANTIZE, [out], [out_float], version=2)
+        out = out_float
+    return mb.serialize([model_in], [out])
 
 
-def from_float(path: Path) -> bytes:
+def from_float(path: Path, float_edges: bool = False) -> bytes:
     """The 16x8 model of a float32 converter-made LSTM model, quantized as the module doc says."""
     info, slice_info = _read(path)
     mx, mh, mc = calibrate(info)
     c_scale = 2.0 ** np.ceil(np.log2(mc)) / 32768
     return lstm16_model(info["wx"], info["wh"], info["bias"], info["x_shape"], mx / 32767, mh / 32767, c_scale,
-                        info["cell_clip"], info["time_major"], slice_info, info["activation"])  # fmt: skip
+                        info["cell_clip"], info["time_major"], slice_info, info["activation"], float_edges=float_edges)  # fmt: skip
 
 
 def denoiser16_model(steps: int = 10, features: int = 16, units: int = 16, seed: int = 0) -> bytes:
@@ -269,6 +281,8 @@ if __name__ == "__main__":
     for variant in VARIANTS:
         if only and only not in f"{OP}-{variant}":
             continue
-        data = from_float(OPS / f"{OP}-{variant}-float32.tflite")
-        (OPS / f"{OP}-{variant}-int16.tflite").write_bytes(data)
-        print(f"{OP}-{variant}-int16.tflite: {len(data)} B")
+        for float_edges in (False, True) if variant in FLOAT_EDGES else (False,):
+            name = f"{OP}-{variant}-{'iofloat-int16' if float_edges else 'int16'}.tflite"
+            data = from_float(OPS / f"{OP}-{variant}-float32.tflite", float_edges)
+            (OPS / name).write_bytes(data)
+            print(f"{name}: {len(data)} B")
