@@ -303,11 +303,25 @@ def test_handmade(name, tmp_path):
     _check(HANDMADE[name](), tmp_path)
 
 
+def _depthwise_wrong_multiplier() -> bytes:
+    """A depthwise convolution whose weights make 2 outputs per input channel with depth_multiplier 1 written."""
+    mb = mm.ModelBuilder(description="edgemem int16 depthwise test")
+    x = mb.tensor("x", (1, 3, 3, 2), I16, _q(1 / 4096))
+    w = mb.const("w", np.ones((1, 3, 3, 4), np.int8), mm.qparams([0.01], [0], 3))
+    y = mb.tensor("y", (1, 3, 3, 4), I16, _q(0.01))
+    mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, w], [y], *_depthwise_options((1, 1), mm.PAD.SAME, mm.ACT.NONE, (1, 1), 1), version=5)
+    return mb.serialize([x], [y])
+
+
 REFUSED = {
     # TFLM reads a DEPTHWISE_CONV_2D bias as int64 whatever its type: an int32 one would be misread
     "depthwise-int32-bias": (lambda: depthwise_model((1, 4, 4, 2), (3, 3), 1, (1, 4, 4, 2), bias="int32"), "bias is int32"),
     # TFLM's int16 BATCH_MATMUL fails its Prepare on nonzero zero points
     "bmm-zero-point": (lambda: bmm_model((1, 2, 3), (1, 3, 2), (1, 2, 2), zps=(0, 0, 5)), "zero points"),
+    # TFLM reads a 16x8 TRANSPOSE_CONV bias as int64 unless it is int16
+    "tconv-int32-bias": (lambda: tconv_model((1, 2, 2, 2), (2, 3, 3, 2), (1, 2, 2, 2), bias="int32"), "bias is int32"),
+    # TFLM loops over the depth_multiplier option, not the shapes
+    "depthwise-multiplier-option-mismatch": (lambda: _depthwise_wrong_multiplier(), "depth_multiplier option is 1"),
     # an effective scale of 200 (shift 8): outside TFLM's int64 MultiplyByQuantizedMultiplier
     "fc-scale-200": (lambda: fc_model((1, 4), 3, gain=200.0), "scales below 128"),
 }

@@ -160,6 +160,10 @@ def depthwise_conv_2d(ctx: OpContext):
     oc = w_shape[3]
     if out_shape[3] != oc or oc % x_shape[3] or out_shape[0] != x_shape[0]:
         ctx.refuse(f"its shapes do not match: input {list(x_shape)}, weights {list(w_shape)}, output {list(out_shape)}.")
+    multiplier = opts.DepthMultiplier() if opts is not None else oc // x_shape[3]
+    if multiplier != oc // x_shape[3]:
+        ctx.refuse(f"its depth_multiplier option is {multiplier} but its shapes make it {oc // x_shape[3]}; TFLM loops by the "
+                   "option and would leave output channels unwritten.")
     stride = (opts.StrideH(), opts.StrideW()) if opts is not None else (1, 1)
     dilation = (opts.DilationHFactor(), opts.DilationWFactor()) if opts is not None else (1, 1)
     same = opts is None or opts.Padding() == tflite.Padding.SAME
