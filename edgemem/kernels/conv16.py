@@ -64,7 +64,7 @@ def _clamp16(v, act_min: int, act_max: int):
     return tirx.Cast("int16", tirx.Min(tirx.Max(v, tirx.const(act_min, "int32")), tirx.const(act_max, "int32")))
 
 
-def _requant_params(channels: int, wide: bool):
+def _requant_params(channels: int):
     """Per-channel requantization parameters: (multiplier, shift) both int32 [channels]; for the int64 path the
     16-bit multiplier and the total shift (reduce_multipliers), else TFLM's Q0.31 multiplier and shift."""
     return te.placeholder((channels,), "int32", name="mult"), te.placeholder((channels,), "int32", name="shift")
@@ -94,7 +94,7 @@ def conv2d(x_shape, w_shape, out_shape, stride, dilation, pad, bias_dtype: str |
     x = te.placeholder((n, h, w, c), "int16", name="x")
     wt = te.placeholder((o, kh, kw, cg), "int8", name="w")
     bias = te.placeholder((o,), bias_dtype, name="bias") if bias_dtype else None
-    mult, shift = _requant_params(o, wide)
+    mult, shift = _requant_params(o)
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, cg), "rc")
     sh, sw = stride
     dh, dw = dilation
@@ -129,7 +129,7 @@ def depthwise_conv2d(x_shape, w_shape, out_shape, stride, dilation, pad, has_bia
     x = te.placeholder((n, h, w, c), "int16", name="x")
     wt = te.placeholder((kh, kw, oct_), "int8", name="w")
     bias = te.placeholder((oct_,), "int64", name="bias") if has_bias else None
-    mult, shift = _requant_params(oct_, True)
+    mult, shift = _requant_params(oct_)
     rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
     sh, sw = stride
     dh, dw = dilation
@@ -163,7 +163,7 @@ def fully_connected(batches: int, depth: int, units: int, bias_dtype: str | None
     x = te.placeholder((batches, depth), "int16", name="x")
     wt = te.placeholder((units, depth), "int8", name="w")
     bias = te.placeholder((units,), bias_dtype, name="bias") if bias_dtype else None
-    mult, shift = _requant_params(units if per_channel else 1, wide)
+    mult, shift = _requant_params(units if per_channel else 1)
     rk = te.reduce_axis((0, depth), "rk")
     wzp = 0 if per_channel else int(w_zp)
 
@@ -197,7 +197,7 @@ def transpose_conv(x_shape, w_shape, out_shape, stride, pad, bias_dtype: str | N
     x = te.placeholder((n, h, w, c), "int16", name="x")
     wt = te.placeholder((o, kh, kw, c), "int8", name="w")
     bias = te.placeholder((o,), bias_dtype, name="bias") if bias_dtype else None
-    mult, shift = _requant_params(o, True)
+    mult, shift = _requant_params(o)
     jh, jw = -(-kh // sh), -(-kw // sw)
     ry, rx, rc = te.reduce_axis((0, jh), "ry"), te.reduce_axis((0, jw), "rx"), te.reduce_axis((0, c), "rc")
 
