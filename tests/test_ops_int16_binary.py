@@ -3,16 +3,16 @@ frontend/ops/layout.py) against TFLite Micro, bit for bit: ADD, SUB, MUL, SQUARE
 SELECT_V2, CONCATENATION, PAD, PADV2 -- the binary operators TFLM has int16 kernels for (no int16 ADD_N or
 comparisons but GREATER, whose int16 Prepare leaves the scaling unset: refused).
 
-Converter-made 16x8 models (tests/models/ops/*-int16.tflite, *-iofloat-int16.tflite, tests/models/gen_binary.py)
-run on seeds 0, 1, 2; hand-made ones (examples/make_example_model.py) cover what the converter does not write:
-zero points, scales where float32 and double multipliers differ, power-of-two scales (TFLite's "pot" ADD path,
+Converter-made 16x8 models (tests/models/ops/*-int16.tflite, *-iofloat-int16.tflite, tests/models/gen_binary.py;
+the CONCATENATION / PAD ones run in tests/test_ops_layout.py) run on seeds 0, 1, 2; hand-made ones
+(examples/make_example_model.py) cover what the converter does not write: zero points, scales where float32 and double multipliers differ, power-of-two scales (TFLite's "pot" ADD path,
 which TFLM lacks), multipliers above 1 (MUL's shifted product wraps in int32 as in TFLM), saturation at the
 int16 bounds, fused activations, 5-D and 6-D broadcasts, and every int16 value through ADD / SUB / MUL /
 SQUARED_DIFFERENCE.
 
-Models that also need an int16 QUANTIZE or DEQUANTIZE (float edges; the requantizing QUANTIZE the converter puts
-before MAXIMUM / MINIMUM / CONCATENATION) run once edgemem has those kernels (another branch adds them) and
-are skipped until then, with that reason.
+Converter models that also need an operator edgemem lacks (an int16 QUANTIZE or DEQUANTIZE: float edges, the
+requantizing QUANTIZE the converter puts before MAXIMUM / MINIMUM) are strict expected failures naming it
+(op_check.model_param) until it lands.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import make_example_model as mm  # noqa: E402
-from op_check import assert_outputs_match, build_for_host, check_model  # noqa: E402
+from op_check import assert_outputs_match, build_for_host, check_model, model_param  # noqa: E402
 from test_ops_binary import BOOL, MB, binary_model, q, select_model  # noqa: E402
 
 from edgemem.errors import UnsupportedModelError  # noqa: E402
@@ -39,41 +39,19 @@ OP = mm.OP
 ACT = mm.ACT
 I16 = np.int16
 
-FAMILY = ("ADD", "SUB", "MUL", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "SELECT_V2", "CONCATENATION", "PAD", "PADV2")
-EDGE_OPS = {"QUANTIZE", "DEQUANTIZE"}  # int16 kernels another branch adds
+# converter-made CONCATENATION / PAD models (gen_layout.py's and gen_binary.py's) run in tests/test_ops_layout.py
+FAMILY = ("ADD", "SUB", "MUL", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "SELECT_V2")
+CONVERTED = [p for p in sorted(OPS_DIR.glob("*int16.tflite")) if p.stem.split("-")[0] in FAMILY]
 
 
-def _converted() -> list[Path]:
-    return [p for p in sorted(OPS_DIR.glob("*int16.tflite")) if p.stem.split("-")[0] in FAMILY]
-
-
-CONVERTED = _converted()
-
-
-def _missing_edge_kernels(path: Path) -> list[str]:
-    """The int16 QUANTIZE / DEQUANTIZE operators of ``path`` edgemem has no kernel for yet (empty when every
-    operator is supported, or when some other operator is missing: then the test must fail, not skip)."""
-    from edgemem.frontend.support import unsupported_operators
-    from edgemem.frontend.tflite_import import inspect_tflite
-
-    model, op_names, _, _ = inspect_tflite(path)
-    missing = unsupported_operators(model, op_names)
-    if missing and all(u.name in EDGE_OPS for u in missing):
-        return [u.label() for u in missing]
-    return []
-
-
-@pytest.mark.parametrize("path", CONVERTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [model_param(p) for p in CONVERTED])
 def test_converted(path, tmp_path):
-    edges = _missing_edge_kernels(path)
-    if edges:
-        pytest.skip(f"needs int16 QUANTIZE/DEQUANTIZE kernels: {'; '.join(edges)}")
     assert check_model(path, tmp_path).oracle == "tflm"
 
 
 def test_converted_models_present():
     stems = {p.stem for p in CONVERTED}
-    for op in ("ADD", "SUB", "MUL", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "CONCATENATION", "PAD"):
+    for op in ("ADD", "SUB", "MUL", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM"):
         assert any(s.startswith(op + "-") and s.endswith("-int16") and "iofloat" not in s for s in stems), op
         assert any(s.startswith(op + "-") and s.endswith("-iofloat-int16") for s in stems), op
 
