@@ -343,14 +343,6 @@ def _converter_class():
                 type(self).island_starts.append(out)
             return out
 
-        def convert_unidirectional_sequence_lstm(self, op):
-            # float32 is taken before this by edgemem's registry lowering (frontend/ops/recurrent.py)
-            if not self.is_quantized(op):
-                return super().convert_unidirectional_sequence_lstm(op)
-            from .lstm import convert_lstm
-
-            return convert_lstm(self, op)
-
         def convert_fully_connected(self, op):
             # TFLite flattens every input dimension but the last into the batch.
             inp, weight = self.get_input_tensors(op)[:2]

@@ -157,7 +157,8 @@ class OpContext:
         if spec is not None:
             prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
         gv = self.conv.bb.add_func(prim, name)
-        call_args = [relax.const(a) if isinstance(a, np.ndarray) else a for a in args]
+        # typed: relax.const alone narrows an int64 array (16x8 biases) to int32
+        call_args = [relax.const(a, str(a.dtype)) if isinstance(a, np.ndarray) else a for a in args]
         return self.conv.bb.emit(relax.call_tir(gv, call_args, relax.TensorType(tuple(int(d) for d in out_shape), dtype)))
 
     def reshape(self, expr, shape):
