@@ -51,6 +51,7 @@ def _scale_zp(ctx, t, what: str, act: str) -> tuple[float, int]:
 def lower(ctx):
     """The Relax expression of an int8 or int16 LSTM's output (ctx: registry.OpContext)."""
     import tflite
+    from tvm import relax
 
     act = ctx.dtype(ctx.inputs[_X])
     opts = ctx.options(tflite.UnidirectionalSequenceLSTMOptions)
@@ -93,7 +94,7 @@ def lower(ctx):
     if opts.TimeMajor():
         x = ctx.reshape(x, [1, steps, n_in])
     hidden, cell = lstm_kernel.initial_state(n_cell, hidden_zp, act)
-    args = [x, wx, wh, bias, np.array(q.fc, np.int32), np.array(lstm_kernel.SIGMOID_TABLE, np.int32),
+    args = [x, wx, wh, relax.const(bias, str(bias.dtype)), np.array(q.fc, np.int32), np.array(lstm_kernel.SIGMOID_TABLE, np.int32),
             hidden, cell]  # fmt: skip
     out = ctx.emit(OP, prim, args, (1, steps, n_cell), act, macs=4 * steps * n_cell * (n_in + n_cell))
     out_shape = list(ctx.shape(ctx.outputs[0]))

@@ -157,8 +157,8 @@ class OpContext:
         if spec is not None:
             prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
         gv = self.conv.bb.add_func(prim, name)
-        # typed: relax.const alone narrows an int64 array (16x8 biases) to int32
-        call_args = [relax.const(a, str(a.dtype)) if isinstance(a, np.ndarray) else a for a in args]
+        # relax.const narrows int64 and float64 arrays to int32/float32: pass relax.const(a, "int64") for an int64 one
+        call_args = [relax.const(a) if isinstance(a, np.ndarray) else a for a in args]
         return self.conv.bb.emit(relax.call_tir(gv, call_args, relax.TensorType(tuple(int(d) for d in out_shape), dtype)))
 
     def reshape(self, expr, shape):
