@@ -215,3 +215,25 @@ def test_support_by_tensor_types():
 def test_int16_to_int32_refused(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"QUANTIZE \(int16\)"):
         build_for_host(quantize_model("QUANTIZE", (2, 3), I16, np.int32, (0.001, 0), (0.0001, 0)), tmp_path)
+
+
+# ---------------------------------------------------------------- CAST from and to int16 (TFLM's static_cast)
+
+CASTS = {
+    "i16-i8": (I16, I8, lambda: [[EVERY_I16]]),
+    "i16-i32": (I16, np.int32, lambda: [[EVERY_I16]]),
+    "i16-f32": (I16, F32, lambda: [[EVERY_I16]]),
+    "i8-i16": (I8, I16, lambda: [[EVERY_I8]]),
+    "i32-i16": (np.int32, I16, lambda: [[np.random.default_rng(0).integers(-2**31, 2**31, (256, 256), dtype=np.int32)]]),
+    # floats inside int16's range (outside, C's float -> int16 conversion is undefined), halves and near-integers
+    "f32-i16": (F32, I16, lambda: [[np.concatenate([np.random.default_rng(1).uniform(-32768.9, 32767.9, 4096),
+                                                   np.arange(-64, 64, 0.5), np.arange(-64, 64) + 0.999])
+                                   .astype(F32).reshape(70, 64)]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASTS))
+def test_cast(name, tmp_path):
+    src, dst, inputs = CASTS[name]
+    values = inputs()
+    check_inputs(quantize_model("CAST", values[0][0].shape, src, dst), tmp_path, values)
