@@ -38,12 +38,12 @@ def check_inputs(model: bytes, tmp_path, input_sets: list[list[np.ndarray]]):
     assert oracle == "tflm"
     for inputs, want in zip(input_sets, wanted):
         raw = run_host(exe, [x.tobytes() for x in inputs], [int(np.prod(s)) * d.itemsize for _, s, d in outs]).outputs
-        for r, (_, s, d), w in zip(raw, outs, want):
+        for r, (name, s, d), w, x in zip(raw, outs, want, inputs):
             got = np.frombuffer(r, dtype=d).reshape(s)
             bad = np.flatnonzero(got.reshape(-1).view(np.uint8 if d.itemsize == 1 else f"u{d.itemsize}")
                                  != np.asarray(w, d).reshape(-1).view(np.uint8 if d.itemsize == 1 else f"u{d.itemsize}"))
-            assert bad.size == 0, (f"{bad.size} elements differ from TFLM, first at {bad[0]}: input "
-                                   f"{inputs[0].reshape(-1)[bad[0]]!r} -> {got.reshape(-1)[bad[0]]!r}, TFLM {np.asarray(w).reshape(-1)[bad[0]]!r}")
+            assert bad.size == 0, (f"output {name}: {bad.size} elements differ from TFLM, first at {bad[0]}: input "
+                                   f"{x.reshape(-1)[bad[0]]!r} -> {got.reshape(-1)[bad[0]]!r}, TFLM {np.asarray(w).reshape(-1)[bad[0]]!r}")
 
 
 def quantize_model(op, shape, in_dtype, out_dtype, in_q=None, out_q=None) -> bytes:
@@ -53,6 +53,20 @@ def quantize_model(op, shape, in_dtype, out_dtype, in_q=None, out_q=None) -> byt
     y = mb.tensor("y", shape, out_dtype, None if out_q is None else _q(*out_q))
     mb.op(getattr(mm.OP, op), [x], [y])
     return mb.serialize([x], [y])
+
+
+def side_by_side(specs) -> bytes:
+    """Several independent one-operator graphs in one model (one build for many cases): each spec is
+    ``(op, shape, in_dtype, out_dtype, in_q, out_q)`` with its own input and output."""
+    mb = mm.ModelBuilder(description="edgemem int16 QUANTIZE/DEQUANTIZE/CAST test")
+    xs, ys = [], []
+    for k, (op, shape, in_dtype, out_dtype, in_q, out_q) in enumerate(specs):
+        x = mb.tensor(f"x{k}", list(shape), in_dtype, None if in_q is None else _q(*in_q))
+        y = mb.tensor(f"y{k}", list(shape), out_dtype, None if out_q is None else _q(*out_q))
+        mb.op(getattr(mm.OP, op), [x], [y])
+        xs.append(x)
+        ys.append(y)
+    return mb.serialize(xs, ys)
 
 
 def every(dtype) -> np.ndarray:
@@ -81,31 +95,50 @@ def float_cases(scale: float, zp: int, n: int = 4096, seed: int = 0) -> np.ndarr
 
 # ---------------------------------------------------------------- one operator, chosen inputs
 
-CASES = {
-    # float32 -> int16: a power-of-two scale (every tie exact in float32), an odd scale, a zero point
-    "quantize-f32-i16-pow2": (("QUANTIZE", (64, 64), F32, I16, None, (2.0 ** -9, 0)), lambda: [[float_cases(2.0 ** -9, 0)]]),
-    "quantize-f32-i16-odd-zp": (("QUANTIZE", (64, 64), F32, I16, None, (0.000123, 17)),
-                                lambda: [[float_cases(0.000123, 17)], [float_cases(0.000123, 17, seed=1)]]),
+# (name, (op, shape, in type, out type, in quant, out quant), inputs); each group is one model
+GROUPS = {
+    # float32 -> int16: a power-of-two scale (every tie exact in float32), an odd scale with a zero point
+    "quantize-f32-i16": [
+        ("pow2", ("QUANTIZE", (64, 64), F32, I16, None, (2.0 ** -9, 0)), lambda: float_cases(2.0 ** -9, 0)),
+        ("odd-zp", ("QUANTIZE", (64, 64), F32, I16, None, (0.000123, 17)), lambda: float_cases(0.000123, 17)),
+    ],
     # int16 -> float32: every int16 value, with and without a zero point
-    "dequantize-i16-f32": (("DEQUANTIZE", (256, 256), I16, F32, (0.000171, 0), None), lambda: [[EVERY_I16]]),
-    "dequantize-i16-f32-zp": (("DEQUANTIZE", (256, 256), I16, F32, (3.3e-5, -1234), None), lambda: [[EVERY_I16]]),
-    # int16 -> int16: a multiplier below one, one above (saturating), zero points
-    "requantize-i16-i16-down": (("QUANTIZE", (256, 256), I16, I16, (0.0003, 0), (0.0007, 0)), lambda: [[EVERY_I16]]),
-    "requantize-i16-i16-up-zp": (("QUANTIZE", (256, 256), I16, I16, (0.0005, 11), (0.0002, -300)), lambda: [[EVERY_I16]]),
-    "requantize-i16-i16-same": (("QUANTIZE", (256, 256), I16, I16, (0.0004, 0), (0.0004, 0)), lambda: [[EVERY_I16]]),
-    # int8 -> int16: every int8 value, a multiplier far above one (a left shift) and one below
-    "requantize-i8-i16-up": (("QUANTIZE", (16, 16), I8, I16, (0.05, -3), (0.00017, 0)), lambda: [[EVERY_I8]]),
-    "requantize-i8-i16-down-zp": (("QUANTIZE", (16, 16), I8, I16, (0.02, 127), (0.09, 5)), lambda: [[EVERY_I8]]),
-    # int16 -> int8: every int16 value, saturating, zero points at the ends
-    "requantize-i16-i8": (("QUANTIZE", (256, 256), I16, I8, (0.0001, 0), (0.02, -128)), lambda: [[EVERY_I16]]),
-    "requantize-i16-i8-zp": (("QUANTIZE", (256, 256), I16, I8, (0.00003, 25), (0.003, 127)), lambda: [[EVERY_I16]]),
+    "dequantize-i16-f32": [
+        ("plain", ("DEQUANTIZE", (256, 256), I16, F32, (0.000171, 0), None), lambda: EVERY_I16),
+        ("zp", ("DEQUANTIZE", (256, 256), I16, F32, (3.3e-5, -1234), None), lambda: EVERY_I16),
+    ],
+    "requantize": [
+        # int16 -> int16: a multiplier below one, one above (saturating), equal scales, zero points
+        ("i16-i16-down", ("QUANTIZE", (256, 256), I16, I16, (0.0003, 0), (0.0007, 0)), lambda: EVERY_I16),
+        ("i16-i16-up-zp", ("QUANTIZE", (256, 256), I16, I16, (0.0005, 11), (0.0002, -300)), lambda: EVERY_I16),
+        ("i16-i16-same", ("QUANTIZE", (256, 256), I16, I16, (0.0004, 0), (0.0004, 0)), lambda: EVERY_I16),
+        # int8 -> int16: every int8 value, a multiplier far above one (a left shift) and one below
+        ("i8-i16-up", ("QUANTIZE", (16, 16), I8, I16, (0.05, -3), (0.00017, 0)), lambda: EVERY_I8),
+        ("i8-i16-down-zp", ("QUANTIZE", (16, 16), I8, I16, (0.02, 127), (0.09, 5)), lambda: EVERY_I8),
+        # int16 -> int8: every int16 value, saturating, zero points at the ends
+        ("i16-i8", ("QUANTIZE", (256, 256), I16, I8, (0.0001, 0), (0.02, -128)), lambda: EVERY_I16),
+        ("i16-i8-zp", ("QUANTIZE", (256, 256), I16, I8, (0.00003, 25), (0.003, 127)), lambda: EVERY_I16),
+    ],
+    # CAST from and to int16 (TFLM's static_cast): every int8 / int16 value, int32 wrapping, floats inside
+    # int16's range (outside, C's float -> int16 conversion is undefined), halves and near-integers
+    "cast": [
+        ("i16-i8", ("CAST", (256, 256), I16, I8, None, None), lambda: EVERY_I16),
+        ("i16-i32", ("CAST", (256, 256), I16, np.int32, None, None), lambda: EVERY_I16),
+        ("i16-f32", ("CAST", (256, 256), I16, F32, None, None), lambda: EVERY_I16),
+        ("i8-i16", ("CAST", (16, 16), I8, I16, None, None), lambda: EVERY_I8),
+        ("i32-i16", ("CAST", (256, 256), np.int32, I16, None, None),
+         lambda: np.random.default_rng(0).integers(-2**31, 2**31, (256, 256), dtype=np.int32)),
+        ("f32-i16", ("CAST", (70, 64), F32, I16, None, None),
+         lambda: np.concatenate([np.random.default_rng(1).uniform(-32768.9, 32767.9, 4096), np.arange(-64, 64, 0.5),
+                                 np.arange(-64, 64) + 0.999]).astype(F32).reshape(70, 64)),
+    ],
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_one_op(name, tmp_path):
-    args, inputs = CASES[name]
-    check_inputs(quantize_model(*args), tmp_path, inputs())
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_one_op(group, tmp_path):
+    cases = GROUPS[group]
+    check_inputs(side_by_side([spec for _, spec, _ in cases]), tmp_path, [[make() for _, _, make in cases]])
 
 
 # ---------------------------------------------------------------- mixed int8 / int16 models joined by QUANTIZE
@@ -215,25 +248,3 @@ def test_support_by_tensor_types():
 def test_int16_to_int32_refused(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"QUANTIZE \(int16\)"):
         build_for_host(quantize_model("QUANTIZE", (2, 3), I16, np.int32, (0.001, 0), (0.0001, 0)), tmp_path)
-
-
-# ---------------------------------------------------------------- CAST from and to int16 (TFLM's static_cast)
-
-CASTS = {
-    "i16-i8": (I16, I8, lambda: [[EVERY_I16]]),
-    "i16-i32": (I16, np.int32, lambda: [[EVERY_I16]]),
-    "i16-f32": (I16, F32, lambda: [[EVERY_I16]]),
-    "i8-i16": (I8, I16, lambda: [[EVERY_I8]]),
-    "i32-i16": (np.int32, I16, lambda: [[np.random.default_rng(0).integers(-2**31, 2**31, (256, 256), dtype=np.int32)]]),
-    # floats inside int16's range (outside, C's float -> int16 conversion is undefined), halves and near-integers
-    "f32-i16": (F32, I16, lambda: [[np.concatenate([np.random.default_rng(1).uniform(-32768.9, 32767.9, 4096),
-                                                   np.arange(-64, 64, 0.5), np.arange(-64, 64) + 0.999])
-                                   .astype(F32).reshape(70, 64)]]),
-}
-
-
-@pytest.mark.parametrize("name", sorted(CASTS))
-def test_cast(name, tmp_path):
-    src, dst, inputs = CASTS[name]
-    values = inputs()
-    check_inputs(quantize_model("CAST", values[0][0].shape, src, dst), tmp_path, values)
