@@ -210,6 +210,13 @@ MIXED = {
         ("MAX_POOL_2D", (1, 4, 1, 3), I8, (0.05, 1), _pool((2, 1), 1)),
         ("DEQUANTIZE", (1, 4, 1, 3), F32, None, None),
     ]),
+    # a float island inside an int16 model: DEQUANTIZE int16 -> float FLOOR, MUL -> QUANTIZE int16
+    "int16-float-island": lambda: chain(((1, 4, 5, 3), I16, (0.0003, 0)), [
+        ("DEQUANTIZE", (1, 4, 5, 3), F32, None, None),
+        ("FLOOR", (1, 4, 5, 3), F32, None, None),
+        ("MUL", (1, 4, 5, 3), F32, None, None, [np.array([0.25], F32)]),
+        ("QUANTIZE", (1, 4, 5, 3), I16, (0.0001, 0), None),
+    ]),
 }
 
 
