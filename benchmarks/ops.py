@@ -42,7 +42,18 @@ OPS_MD = ROOT.parent / "shared" / "research" / "tflm-ops.md"
 MODELS = ROOT / "tests" / "models" / "ops"
 ARCH = ROOT / "tests" / "models" / "arch"
 EXCLUDED = {"IF", "WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
-TYPES = ("int8", "float32", "int32", "bool")
+TYPES = ("int8", "int16", "float32", "int32", "bool")
+# The operators TFLite Micro has an int16 kernel for: the kernels whose Prepare/Eval take kTfLiteInt16 activations
+# (read from tflite-micro @ 90b983c, tensorflow/lite/micro/kernels/*.cc), plus the type-agnostic ones that move
+# bytes (RESHAPE, SQUEEZE, EXPAND_DIMS, BROADCAST_TO). SVDF takes int16 only for its state, REDUCE_MAX/MIN,
+# HARD_SWISH, GATHER and the space/depth rearrangements only int8; of the comparisons only GREATER takes int16.
+TFLM_INT16 = frozenset("""
+    ABS ADD AVERAGE_POOL_2D BATCH_MATMUL BROADCAST_TO CAST CONCATENATION CONV_2D DEPTHWISE_CONV_2D DEQUANTIZE
+    DYNAMIC_UPDATE_SLICE EXPAND_DIMS FILL FULLY_CONNECTED GREATER LEAKY_RELU LOGISTIC MAXIMUM MAX_POOL_2D MEAN MINIMUM
+    MUL PACK PAD PADV2 PRELU QUANTIZE RELU RELU6 RESHAPE RESIZE_NEAREST_NEIGHBOR REVERSE_V2 RSQRT SELECT_V2 SLICE
+    SOFTMAX SPLIT SPLIT_V SQUARED_DIFFERENCE SQUEEZE STRIDED_SLICE SUB SUM TANH TRANSPOSE TRANSPOSE_CONV
+    UNIDIRECTIONAL_SEQUENCE_LSTM UNPACK
+""".split())
 # operators no reference interpreter runs, checked another way (the test that does it)
 NOT_RUNNABLE = {
     "BROADCAST_ARGS": "folded at build time (its result depends on shapes alone); neither TFLM's Python binding nor "
@@ -143,6 +154,34 @@ def row_status(kind: str, statuses: list[tuple[str, str]]) -> str:
     return f"{bad[0]}: {bad[1]}".replace("|", "/")
 
 
+_SHORT = {"bit-exact (TFLM)": "exact", "within 1e-5 (TFLM)": "1e-5", "within tolerance (LiteRT)": "LiteRT",
+          "TFLM; LiteRT where TFLM cannot run one": "exact+LiteRT"}
+
+
+def short(status: str) -> str:
+    return _SHORT.get(status, status.split(":")[0])
+
+
+def print_matrix(operators, rows, statuses) -> None:
+    """One line per operator, one column per type: the status of its models in that type; for int16, whether TFLM
+    has a kernel (a TFLM int16 kernel with no edgemem model is a gap, shown as such)."""
+    print("| operator | int8 | int16 | float32 | other types |")
+    print("|---|---|---|---|---|")
+    gaps = []
+    for op in operators:
+        cells = {k: short(statuses[(op, k)]) for (o, k) in rows if o == op}
+        int16 = cells.pop("int16", None)
+        if int16 is None:
+            int16 = "no model (TFLM has a kernel)" if op in TFLM_INT16 else "- (no TFLM kernel)"
+            if op in TFLM_INT16:
+                gaps.append(op)
+        other = ", ".join(f"{k} {v}" for k, v in sorted(cells.items()) if k not in ("int8", "float32"))
+        print(f"| {op} | {cells.get('int8', '-')} | {int16} | {cells.get('float32', '-')} | {other} |")
+    exact16 = sum(1 for op in TFLM_INT16 if statuses.get((op, "int16"), "").startswith("bit-exact"))
+    print(f"\nint16: {exact16} of the {len(TFLM_INT16)} operators with a TFLM int16 kernel bit-exact with TFLM on every "
+          f"model; without an int16 model: {', '.join(sorted(gaps)) or 'none'}.")
+
+
 def main() -> int:
     t0 = time.time()
     operators = tflm_operators()
@@ -166,6 +205,10 @@ def main() -> int:
           "ASan/UBSan) and compared with TFLite Micro on seeds 0, 1, 2: int8 bit-exact, float within 1e-5 relative "
           "(LiteRT where TFLM cannot run the model: no kernel for the type, or an abort). A row lists every model "
           "containing the operator with that operand type.\n")
+    statuses = {row: row_status(row[1], [results[p] for p in paths]) for row, paths in rows.items()}
+    print("## Summary: operator x type\n")
+    print_matrix(operators, rows, statuses)
+    print("\n## Per operator and type\n")
     print("| operator | type | status | models (converter + hand-made) | input shapes (first 3) |")
     print("|---|---|---|---|---|")
     counts: dict[str, int] = defaultdict(int)
@@ -177,7 +220,7 @@ def main() -> int:
             continue
         for kind in kinds:
             paths = rows[(op, kind)]
-            status = row_status(kind, [results[p] for p in paths])
+            status = statuses[(op, kind)]
             counts[status.split(":")[0]] += 1
             n_conv = sum(made_by[p] == "converter" for p in paths)
             seen = "; ".join(sorted({shapes[p] for p in paths})[:3])

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import EdgememError
+from .sizes import parse_size
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Deploy a .tflite model to a microcontroller in the least RAM.")
 out = Console()
@@ -35,6 +36,16 @@ def _fail(exc: BaseException) -> None:
 @app.callback()
 def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks.")) -> None:
     _DEBUG["on"] = debug
+
+
+def _size(text: Optional[str]) -> Optional[int]:
+    """A --ram/--flash value with its unit (320K, 320KiB, 1M, 0x50000 or bytes); a usage error otherwise."""
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _kib(n: int | None) -> str:
@@ -117,8 +128,8 @@ def build(
     model: Path = typer.Argument(..., help="The .tflite model."),
     board: str = typer.Option("stm32f746", "--board", "-b", help="Board name (see `edgemem boards`) or a board .toml."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Project directory (default out/<model>-<board>)."),
-    ram: Optional[int] = typer.Option(None, "--ram", help="Plan for this many bytes of RAM instead of the board's."),
-    flash: Optional[int] = typer.Option(None, "--flash", help="Plan for this many bytes of flash instead of the board's."),
+    ram: Optional[int] = typer.Option(None, "--ram", parser=_size, metavar="SIZE", help="Plan for this much RAM instead of the board's: bytes or with a unit (320K, 320KiB, 1M)."),
+    flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Plan for this much flash instead of the board's: bytes or with a unit (1M, 512K)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .board import Board, load_board
+from .codegen.library import write_library
 from .codegen.model_c import PoolLayout, compile_kernels, render_model, render_profile_inputs
 from .errors import DoesNotFitError, EdgememError, ToolchainError
 from .frontend.footprint import file_order_live_ranges, op_names, operator_floor_bytes
@@ -65,12 +66,18 @@ class BuildResult:
 def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board:
     """The board with its RAM and/or flash replaced by the user's figures (one RAM region for --ram)."""
     if flash is not None and flash <= 0:
-        raise EdgememError(f"--flash {flash} is not a size: give the flash budget in bytes, e.g. --flash 1048576.")
+        raise EdgememError(f"--flash {flash} is not a size: give the flash budget in bytes or with a unit, e.g. --flash 1M.")
     if ram is not None and ram <= board.stack_size:
         raise EdgememError(
             f"--ram {ram:,} leaves nothing next to board {board.name}'s {board.stack_size:,}-byte stack: give the "
-            f"RAM budget in bytes, more than the stack, e.g. --ram {board.ram_bytes}."
+            f"RAM budget (bytes or with a unit) more than the stack, e.g. --ram {board.ram_bytes // 1024}K."
         )
+    for what, size in (("--ram", ram), ("--flash", flash)):
+        if size is not None and size % 32:  # checked here, not deep in the MPU code that needs it
+            raise EdgememError(
+                f"{what} {size:,} is not a multiple of 32 bytes, which the memory protection regions and the linker "
+                f"script need: use {size // 32 * 32:,} or {(size // 32 + 1) * 32:,}."
+            )
     if flash is not None:
         board = dataclasses.replace(board, flash=dataclasses.replace(board.flash, size=flash))
     if ram is not None:
@@ -299,6 +306,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             if name != "profile_inputs.c" or options.profile:
                 (project / name).write_text(text)
         render_firmware_files(board, project, split_regions=options.pool_per_region, profile=options.profile)
+        write_library(project, sources, board, model.path.name)
         if options.compile:
             result.sizes = _link(project, board, plan)
         device_sizes = _link_device(project, board, plan, sources) if board.device is not None and options.compile else None

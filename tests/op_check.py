@@ -38,6 +38,27 @@ class Comparison:
     project: Path | None = None
 
 
+def missing_operators(path: Path) -> list[str]:
+    """The operators of the model at ``path`` that edgemem's support check refuses, as 'NAME (type)'."""
+    from edgemem.frontend.support import unsupported_operators
+    from edgemem.frontend.tflite_import import inspect_tflite
+
+    model, op_names, _, _ = inspect_tflite(path)
+    return sorted({f"{u.name} ({u.operand_type})" for u in unsupported_operators(model, op_names)})
+
+
+def model_param(path: Path):
+    """``path`` as a pytest parameter; a strict expected failure (UnsupportedModelError) naming what it lacks when the
+    support check refuses one of its operators, so that it runs for real the day the operator lands."""
+    import pytest
+
+    from edgemem.errors import UnsupportedModelError
+
+    missing = missing_operators(path)
+    marks = [pytest.mark.xfail(strict=True, raises=UnsupportedModelError, reason=f"needs {', '.join(missing)}")] if missing else []
+    return pytest.param(path, marks=marks, id=path.stem)
+
+
 def _as_path(model, tmp: Path) -> Path:
     if isinstance(model, (bytes, bytearray)):
         path = tmp / "model.tflite"

@@ -1,6 +1,8 @@
 """Whole architectures end to end: the Keras models of tests/models/gen_architectures.py (MobileNet v1/v2/v3,
 an EfficientNet-like net, a transformer encoder, U-Nets, GRU/LSTM, a dilated 1-D conv net, a transposed-conv
-autoencoder), each as int8 with int8 io, int8 with the converter's float io and float32, built for the
+autoencoder, a keyword-spotting DS-CNN, an LSTM denoiser), each as int8 with int8 io, int8 with the converter's
+float io and float32 -- and the audio and small-vision ones also in 16x8 (int16 activations, int16 or float io) --
+built for the
 STM32F746 (RAM/flash raised where a model does not fit it: QEMU's mps2-an500 stand-in holds 4 MiB of each), run
 under QEMU on a seeded input and compared with the reference: TFLite Micro in a child process, LiteRT where TFLM
 cannot run the model at all (reference.reference_outputs). int8 outputs bit-exact with TFLM (one step where
@@ -149,8 +151,13 @@ def test_architecture_runs_under_qemu_like_the_reference(name, tmp_path):
 
 
 def test_every_architecture_has_its_three_forms():
-    """int8 io, float io and float32 of each architecture, unless the converter itself failed (FAILED.json)."""
+    """int8 io, float io and float32 of each architecture (and the two 16x8 forms of the INT16 ones), unless the
+    converter itself failed (FAILED.json)."""
     import json
+    import sys
+
+    sys.path.insert(0, str(ARCH.parent))
+    from gen_architectures import INT16
 
     failed = json.loads((ARCH / "FAILED.json").read_text()) if (ARCH / "FAILED.json").exists() else {}
     manifest = json.loads((ARCH / "MANIFEST.json").read_text())
@@ -158,5 +165,8 @@ def test_every_architecture_has_its_three_forms():
     assert stems == set(manifest)
     archs = {s.split("-")[0].removesuffix("_floatio") for s in stems | set(failed)}
     for arch in archs:
-        for form in (f"{arch}-int8", f"{arch}_floatio-int8", f"{arch}-float32"):
+        forms = [f"{arch}-int8", f"{arch}_floatio-int8", f"{arch}-float32"]
+        forms += [f"{arch}-int16", f"{arch}_floatio-int16"] if arch in INT16 else []
+        for form in forms:
             assert form in stems or form in failed, form
+    assert all(any(s.startswith(f"{a}-int16") or s.startswith(f"{a}_floatio-int16") for s in stems | set(failed)) for a in INT16)

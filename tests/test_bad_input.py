@@ -275,12 +275,35 @@ def test_does_not_fit_below_the_operator_floor_names_the_operator(tmp_path):
 
 def test_flash_override_too_small(tmp_path):
     # 1,056 B of layer weights + the SOFTMAX kernel's 1,024-byte exp table (TFLM's fixed-point softmax, matmul family)
-    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "2,080 bytes of weights", "1,000 bytes of flash", "--flash",
-                extra=("--flash", "1000"))  # fmt: skip
+    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "2,080 bytes of weights", "992 bytes of flash", "--flash",
+                extra=("--flash", "992"))  # fmt: skip
 
 
 def test_ram_override_not_a_budget(tmp_path):
     build_fails(EXAMPLE, tmp_path, USAGE, "--ram 0", "more than the stack", extra=("--ram", "0"))
+
+
+def test_ram_override_with_a_unit(tmp_path):
+    """17K is 17 x 1024 bytes: the same budget as the floor test above, so the same refusal."""
+    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 4,000 bytes", "1,024 bytes left", "17,408 B of RAM in all",
+                extra=("--ram", "17K"))  # fmt: skip
+
+
+@pytest.mark.parametrize("value, phrase", [("12X", "not a size"), ("1.3K", "not a whole number"), ("17473", "17,472 or 17,504")])
+def test_ram_override_that_is_no_size(tmp_path, value, phrase):
+    p = _cli("build", str(EXAMPLE), "-o", str(tmp_path / "out"), "--ram", value, cwd=tmp_path)
+    assert p.returncode == USAGE and phrase in " ".join(p.stderr.split()) and "Traceback" not in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_sizes_with_units():
+    from edgemem.sizes import parse_size
+
+    assert [parse_size(t) for t in ("327680", "0x50000", "320K", "320KiB", "320kb", "1M", "1MiB", "1.5M", "64 KiB")] == [
+        327680, 327680, 327680, 327680, 327680, 1048576, 1048576, 1572864, 65536]
+    for bad in ("", "K", "-1K", "1G", "3.3"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
 
 
 # ---- the output directory and the toolchain ------------------------------------------------------------------

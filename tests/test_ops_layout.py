@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
 import tflite  # noqa: E402
-from op_check import check_model  # noqa: E402
+from op_check import check_model, model_param  # noqa: E402
 
 from edgemem.errors import UnsupportedModelError  # noqa: E402
 
@@ -330,7 +330,7 @@ def _split_v(dtype):
     return mb.serialize([x], ys)
 
 
-@pytest.mark.parametrize("path", CONVERTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [model_param(p) for p in CONVERTED])
 def test_converted(path, tmp_path):
     try:
         check_model(path, tmp_path)

@@ -27,6 +27,17 @@ class PoolLayout:
     align: int = 16
 
 
+def external_offsets(pools: list[PoolLayout]) -> tuple[list[int], int]:
+    """Where each pool sits in one caller-provided buffer (edgemem_set_arena: pools back to back, each at its
+    alignment), and the bytes that buffer needs."""
+    offsets, end = [], 0
+    for p in pools:
+        end = -(-end // p.align) * p.align
+        offsets.append(end)
+        end += p.size
+    return offsets, end
+
+
 def compile_kernels(graph: OpGraph) -> CKernels:
     """Every op's PrimFunc through TVM's C generator; constants are read-only parameters."""
     funcs, consts = {}, {}
@@ -130,9 +141,13 @@ def render_model(
     """File name -> text of the generated model sources."""
     common = {"model_name": model_name, "board": board, "version": __version__}
     weights = _weights(graph)
+    offsets, external_bytes = external_offsets(pools)
     ctx = dict(
         common,
         pools=pools,
+        pool_offsets=offsets,
+        external_bytes=external_bytes,
+        arena_align=max((p.align for p in pools), default=16),
         arena_bytes=sum(p.size for p in pools),
         lower_bound=lower_bound,
         scheduler=scheduler,

@@ -10,17 +10,15 @@ a sanitizer puts its redzones around each of them.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgemem.codegen.library import MODEL_HEADERS, MODEL_SOURCES, without_sections
 from edgemem.codegen.templates import render
 from edgemem.errors import DeviceError, ToolchainError
 
-MODEL_SOURCES = ("model.c", "weights.c", "kernels.c")
-MODEL_HEADERS = ("model.h", "weights.h", "kernels.h")
 HOST_COMPILERS = ("gcc", "clang")
 APT_HINT = "apt-get install -y gcc clang"
 
@@ -34,7 +32,6 @@ SANITIZER_ENV = {
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: UndefinedBehaviorSanitizer")
 
 # `__attribute__((section(".edgemem_arena.x"), aligned(16)))` -> `__attribute__((aligned(16)))`
-_SECTION_ATTR = re.compile(r'section\("[^"]*"\)\s*,\s*')
 
 
 @dataclass
@@ -66,7 +63,7 @@ def write_host_sources(project: str | Path, dest: str | Path) -> list[Path]:
     for name in (*MODEL_SOURCES, *MODEL_HEADERS):
         text = (project / name).read_text()
         if name == "model.c":
-            text = _SECTION_ATTR.sub("", text)
+            text = without_sections(text)
         (dest / name).write_text(text)
     (dest / "host_main.c").write_text(render("host_main.c.j2", model_name=project.name))
     return [dest / f for f in (*MODEL_SOURCES, "host_main.c")]

@@ -8,7 +8,8 @@ Run with the dev-only TensorFlow venv (CI has no TensorFlow; the .tflite files a
 Writes ``tests/models/arch/<name>-int8.tflite`` (full integer, int8 input/output),
 ``tests/models/arch/<name>_floatio-int8.tflite`` (full integer inside, the converter's float edges: QUANTIZE
 and DEQUANTIZE at the model's input and output) and ``tests/models/arch/<name>-float32.tflite``, and
-``tests/models/arch/MANIFEST.json``: per file its size and the TFLite operators it holds (with the operand
+``<name>-int16.tflite`` / ``<name>_floatio-int16.tflite`` (16x8: int16 activations, int8 weights; audio and
+small-vision architectures only, see INT16), and ``tests/models/arch/MANIFEST.json``: per file its size and the TFLite operators it holds (with the operand
 type, as edgemem's support check classifies them). Every model has weights=None and a seeded
 initialisation, a small input and a small class count, so the whole set stays a few MB.
 """
@@ -210,13 +211,51 @@ def conv_autoencoder():
     return k.Model(x_in, out)
 
 
+def kws_dscnn():
+    """A small keyword-spotting DS-CNN (after the MLPerf Tiny KWS net, narrower): a 49x10 MFCC map, a strided
+    10x4 convolution, depthwise-separable blocks, global average pooling and a softmax over 12 words."""
+    tf, k = _keras()
+    L = k.layers
+    x_in = k.Input((49, 10, 1), batch_size=1)
+    x = L.Conv2D(32, (10, 4), strides=2, padding="same", activation="relu")(x_in)
+    for _ in range(3):
+        x = L.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+        x = L.Conv2D(32, 1, activation="relu")(x)
+    x = L.AveragePooling2D(pool_size=(25, 5))(x)
+    x = L.Flatten()(x)
+    out = L.Dense(12, activation="softmax")(x)
+    return k.Model(x_in, out)
+
+
+def denoiser_lstm():
+    """A small speech denoiser: per frame of 16 spectral bins an LSTM (16 units, over 10 frames) predicts a
+    sigmoid mask that multiplies the noisy input. Built with the legacy Keras (tf_keras), the only one whose LSTM
+    the converter fuses into UNIDIRECTIONAL_SEQUENCE_LSTM (set by main(): TF_USE_LEGACY_KERAS=1)."""
+    tf, k = _keras()
+    L = k.layers
+    x_in = k.Input((10, 16), batch_size=1)
+    h = L.LSTM(16, return_sequences=True)(x_in)
+    mask = L.Dense(16, activation="sigmoid")(h)
+    out = L.Multiply()([x_in, mask])
+    return k.Model(x_in, out)
+
+
 ARCHITECTURES = {f.__name__: f for f in (
     mobilenet_v1, mobilenet_v2, mobilenet_v3_small, mobilenet_v3_small_minimalistic, efficientnet_like,
     transformer_encoder, unet, unet_resize, gru, gru_unrolled, lstm, lstm_unrolled, conv1d_dilated, conv_autoencoder,
+    kws_dscnn, denoiser_lstm,
 )}  # fmt: skip
+LEGACY_KERAS = {"denoiser_lstm"}
 
 # file stem suffix -> convert() arguments
-FORMS = {"-int8": dict(kind="int8", io="int8"), "_floatio-int8": dict(kind="int8", io="float"), "-float32": dict(kind="float")}
+FORMS = {"-int8": dict(kind="int8", io="int8"), "_floatio-int8": dict(kind="int8", io="float"), "-float32": dict(kind="float"),
+         "-int16": dict(kind="int16", io="int16"), "_floatio-int16": dict(kind="int16", io="float")}  # fmt: skip
+# the 16x8 forms (int16 activations, int8 weights) of the audio and small-vision architectures only
+INT16 = {"conv1d_dilated", "conv_autoencoder", "kws_dscnn", "denoiser_lstm"}
+
+
+def forms(name: str) -> list[str]:
+    return [f for f in FORMS if "int16" not in f or name in INT16]
 
 
 # ---------------------------------------------------------------- the manifest
@@ -269,9 +308,10 @@ def main(names: list[str]) -> None:
     failed_path = OUT / "FAILED.json"
     failed = json.loads(failed_path.read_text()) if failed_path.exists() else {}
     for name in names or list(ARCHITECTURES):
-        for suffix in FORMS:
+        for suffix in forms(name):
             stem = f"{name}{suffix}"
-            proc = subprocess.run([sys.executable, __file__, "--one", name, suffix], capture_output=True, text=True)
+            env = {**os.environ, "TF_USE_LEGACY_KERAS": "1"} if name in LEGACY_KERAS else None
+            proc = subprocess.run([sys.executable, __file__, "--one", name, suffix], capture_output=True, text=True, env=env)
             if proc.returncode == 0:
                 failed.pop(stem, None)
                 print(f"{stem}: {(OUT / f'{stem}.tflite').stat().st_size} bytes", flush=True)

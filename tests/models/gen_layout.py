@@ -3,8 +3,9 @@ at import (frontend/fold.py): run with the TensorFlow venv,
 
     /work/tfvenv/bin/python tests/models/gen_layout.py
 
-It writes tests/models/ops/<OPNAME>-<variant>-<int8|float32>.tflite (int8: full-integer with int8 io;
-variants ending in 'iofloat': int8 with the converter's float edges) and checks that every model holds the
+It writes tests/models/ops/<OPNAME>-<variant>-<int8|int16|float32>.tflite (int8: full-integer with int8 io;
+variants ending in 'iofloat': int8 with the converter's float edges; int16: 16x8 with int16 io, for the
+operators of INT16; `--int16` writes only those) and checks that every model holds the
 operator it is named after (the converter rewrites some: tf.squeeze becomes RESHAPE; TF 2.21 folds Keras
 dilated Conv1D/Conv2D into CONV_2D with dilation, no SPACE_TO_BATCH_ND around it: those cases print SKIP, and
 SPACE_TO_BATCH_ND/BATCH_TO_SPACE_ND come from tf.space_to_batch_nd/tf.batch_to_space). Arguments: only
@@ -115,18 +116,26 @@ def cases():
 
 
 
+# the layout operators TFLite Micro has an int16 kernel for (or moves bytes of any type): their 16x8 forms too
+INT16 = {"RESHAPE", "PACK", "UNPACK", "SPLIT", "SPLIT_V", "SLICE", "SQUEEZE", "PAD", "PADV2", "TRANSPOSE", "CONCATENATION",
+         "RESIZE_NEAREST_NEIGHBOR", "EXPAND_DIMS", "STRIDED_SLICE", "REVERSE_V2", "BROADCAST_TO"}  # fmt: skip
+
+
 def main() -> None:
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(0)
     OUT.mkdir(parents=True, exist_ok=True)
-    only = set(sys.argv[1:])  # variants to (re)write, all when none given
+    args = sys.argv[1:]
+    int16_only = "--int16" in args  # only the 16x8 forms (int16 activations, int16 io)
+    only = set(args) - {"--int16"}  # variants to (re)write, all when none given
+    forms = (("int8", "int8", "", "int8"), ("int8", "float", "_iofloat", "int8"), ("float", "int8", "", "float32"))
     for op, variant, build, marker in cases():
         if only and variant not in only:
             continue
         model = build()
-        for kind, io, suffix, tag in (("int8", "int8", "", "int8"), ("int8", "float", "_iofloat", "int8"), ("float", "int8", "", "float32")):
-            if op == "CAST" and kind == "int8":
+        for kind, io, suffix, tag in (() if int16_only else forms) + ((("int16", "int16", "", "int16"),) if op in INT16 else ()):
+            if op == "CAST" and kind in ("int8", "int16"):
                 continue  # int8 CAST models come from ModelBuilder (the converter puts DEQUANTIZE before CAST)
             data = convert(model, kind, io)
             ops = op_names(data)
