@@ -1,5 +1,6 @@
 """Kernels of the reduction family with TFLite Micro's arithmetic: REDUCE_MAX / REDUCE_MIN (int8, float32),
-ARG_MAX / ARG_MIN, CUMSUM (float32, int8), RESIZE_BILINEAR (int8).
+ARG_MAX / ARG_MIN, CUMSUM (float32, int8), RESIZE_BILINEAR (int8), and the int16 SUM / MEAN, pools and
+RESIZE_NEAREST_NEIGHBOR (type-generic builders at the end).
 
 Every reduction keeps its accumulator in a register (``int8_ops._scalar_accumulator`` for TE reductions, a
 one-element ``decl_buffer`` in the hand-written loops): no scratch of the input's size. SUM and MEAN of int8
