@@ -255,3 +255,28 @@ def test_support_by_tensor_types():
 def test_int16_to_int32_refused(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"QUANTIZE \(int16\)"):
         build_for_host(quantize_model("QUANTIZE", (2, 3), I16, np.int32, (0.001, 0), (0.0001, 0)), tmp_path)
+
+
+def test_planner_counts_int16_at_two_bytes(tmp_path):
+    """The arena of a mixed model holds its int16 tensors at 2 bytes per element: int8 [1,16,16,8] -> int8 pool
+    [1,15,15,8] (1,800 B) -> QUANTIZE int16 (3,600 B) -> int16 pool (3,600 B) -> ... The peak is the two int16
+    [1,15,15,8] tensors live together, 7,200 B (3,848 B if int16 were counted as one byte); under QEMU
+    (`edgemem build --run`) this model plans and measures 7,200 B and is bit-exact with TFLM."""
+    from edgemem import pipeline
+    from op_check import HUGE
+
+    model = chain(((1, 16, 16, 8), I8, Q8), [
+        ("AVERAGE_POOL_2D", (1, 15, 15, 8), I8, Q8, _pool((2, 2), 1)),
+        ("QUANTIZE", (1, 15, 15, 8), I16, Q16, None),
+        ("AVERAGE_POOL_2D", (1, 15, 15, 8), I16, Q16, _pool((3, 3), 1, mm.PAD.SAME, mm.ACT.RELU)),
+        ("MAX_POOL_2D", (1, 8, 8, 8), I16, Q16, _pool((2, 2), 2, mm.PAD.SAME)),
+        ("QUANTIZE", (1, 8, 8, 8), I8, (0.04, 5), None),
+        ("MAX_POOL_2D", (1, 4, 4, 8), I8, (0.04, 5), _pool((2, 2), 2)),
+    ])
+    path = tmp_path / "mixed.tflite"
+    path.write_bytes(model)
+    opts = pipeline.BuildOptions(compile=False, ram=HUGE, flash=HUGE, overwrite=True, opt_seconds=0, schedule_seconds=0.5)
+    result = pipeline.build(path, "stm32f746", tmp_path / "project", opts)
+    int16 = sorted(t.nbytes for t in result.graph.activations() if t.dtype == "int16")
+    assert int16 == [1024, 3600, 3600]
+    assert result.plan.lower_bound == 7200 and 7200 <= result.plan.total_bytes <= 7200 + 64, result.plan
