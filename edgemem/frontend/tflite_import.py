@@ -292,7 +292,8 @@ def _converter_class():
 
         def _dispatcher(self, name, fallback):
             def convert(op):
-                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model))
+                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model),
+                                          ops_registry.operator_types(self.subgraph, op))
                 if entry is not None:
                     return entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
                 if fallback is None:
