@@ -1,22 +1,30 @@
-"""UNIDIRECTIONAL_SEQUENCE_LSTM on int8 activations, int8 weights and an int16 cell (TFLite's "8x8->16"
-integer LSTM), with TFLite Micro's arithmetic so that the outputs are bit-exact with it.
+"""UNIDIRECTIONAL_SEQUENCE_LSTM on integer activations with int8 weights and an int16 cell, TFLite's two integer
+LSTMs: "8x8->16" (int8 activations, int32 biases) and "16x8->16" (int16 activations, int64 biases), with TFLite
+Micro's arithmetic (lstm_eval.h, EvalLstm<int8_t|int16_t, int8_t, int16_t, int32_t|int64_t>) so that the
+outputs are bit-exact with it.
 
 Per time step, each gate g in (input, forget, cell, output) is
 
     gate_g = act_g( sat16( fc(x_t, Wx_g, b_g) + fc(h, Wh_g) ) )
 
-where each fully connected layer requantizes its int32 accumulator to int16 at scale 2^-12 (Q3.12), the
+where each fully connected layer requantizes its accumulator to int16 at scale 2^-12 (Q3.12), the
 sigmoid/tanh take Q3.12 and give Q0.15, then
 
-    c = sat16( rq(f * c) + rq(i * g) ), clipped to +-cell_clip if set,   h = rq(o * tanh(c)) + h_zp (int8).
+    c = sat16( rq(f * c) + rq(i * g) ), clipped to +-cell_clip if set,   h = sat( rq(o * tanh(c)) + h_zp ).
+
+The two LSTMs differ only in the fully connected layers and the hidden state's type: int8 sums in int32 and
+requantizes with the double-rounding MultiplyByQuantizedMultiplier; int16 sums in int64 (its bias type) and
+requantizes with the int64 overload, which rounds the multiplier to 16 bits and rounds once
+(``multiply_by_quantized_multiplier_int64``). The gate products, the cell and the nonlinearities are the same
+code (int16 in both); the hidden state and the output are int8 or int16, saturated to their type.
 
 The int16 sigmoid and tanh are TFLite's interpolated look-up table of sigmoid(k/24) in 0.16 fixed point
 (tanh(x) = 2 sigmoid(2x) - 1); ``SIGMOID_TABLE`` holds it as *measured* from tflite_micro's int16 TANH
 (``measure_sigmoid_table``; tests/test_lstm.py measures it again and compares).
 
 State: the hidden and cell state are the kernel's two state arguments, which persist across invocations
-(the generated model keeps them outside the arena; ``edgemem_reset()`` restores the hidden state's zero
-point and a zero cell, TFLM's reset values), so a sequence of invocations gives what TFLM gives when it
+(the generated model keeps them outside the arena; ``edgemem_reset()`` restores TFLM's reset values,
+``initial_state``), so a sequence of invocations gives what TFLM gives when it
 is invoked again without a reset.
 """
 
@@ -82,12 +90,14 @@ def measure_sigmoid_table() -> tuple[int, ...]:
 class LstmQuant:
     """Everything the integer LSTM needs besides the weights, computed as TFLM's Prepare does."""
 
+    activation: str  # "int8" (8x8->16) or "int16" (16x8->16): the input, hidden state and output type
     steps: int
     n_input: int
     n_cell: int
     input_zp: int
     hidden_zp: int
     fc: tuple[int, ...]  # per gate: input fc (multiplier, shift), recurrent fc (multiplier, shift): 16 ints
+    # (int16: each (multiplier, shift) pair as the int64 overload uses it, see reduced_multiplier)
     forget_cell: tuple[int, int]  # f * c -> c
     input_cell: tuple[int, int]  # i * g -> c
     hidden: tuple[int, int]  # o * tanh(c) -> h
@@ -95,18 +105,38 @@ class LstmQuant:
     cell_clip: int  # quantized; 0: none
 
 
+def reduced_multiplier(multiplier: int, shift: int) -> tuple[int, int]:
+    """What TFLite's int64 MultiplyByQuantizedMultiplier computes with: the Q0.31 multiplier rounded to 16 bits
+    ((m + 2^15) >> 16, or 0x7FFF from 0x7FFF0000 on) and the total right shift 15 - shift."""
+    reduced = (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
+    return reduced, 15 - shift
+
+
+def multiply_by_quantized_multiplier_int64(x, reduced, total_shift):
+    """TFLite's MultiplyByQuantizedMultiplier(int64_t x, ...) on the pair ``reduced_multiplier`` gives (Python
+    ints or int32 expressions): (x * reduced + 2^(total_shift - 1)) >> total_shift, truncated to int32 as TFLite's
+    ``int32_t result = ...`` does."""
+    one = tirx.const(1, "int64")
+    shift = tirx.Cast("int64", total_shift) if not isinstance(total_shift, int) else tirx.const(total_shift, "int64")
+    red = tirx.Cast("int64", reduced) if not isinstance(reduced, int) else tirx.const(reduced, "int64")
+    return tirx.Cast("int32", (x * red + (one << (shift - one))) >> shift)
+
+
 def lstm_quant(steps, n_input, n_cell, input_scale, input_zp, weight_scales, recurrent_scales, hidden_scale, hidden_zp,
-               cell_scale, cell_clip: float) -> LstmQuant:  # fmt: skip
-    """weight_scales / recurrent_scales: one float32 scale per gate, in GATES order."""
+               cell_scale, cell_clip: float, activation: str = "int8") -> LstmQuant:  # fmt: skip
+    """weight_scales / recurrent_scales: one float32 scale per gate, in GATES order; activation: "int8" or "int16"."""
     fc = []
     for ws, rs in zip(weight_scales, recurrent_scales):
-        fc += [*fully_connected_multiplier(input_scale, ws, GATE_INPUT_SCALE), *fully_connected_multiplier(hidden_scale, rs, GATE_INPUT_SCALE)]
+        pairs = [fully_connected_multiplier(input_scale, ws, GATE_INPUT_SCALE), fully_connected_multiplier(hidden_scale, rs, GATE_INPUT_SCALE)]
+        if activation == "int16":
+            pairs = [reduced_multiplier(*p) for p in pairs]
+        fc += [*pairs[0], *pairs[1]]
     power = round(math.log2(float(np.float32(cell_scale))))
     clip = 0
     if cell_clip > 0:
         clip = int(min(max(float(np.float32(cell_clip)) / float(np.float32(cell_scale)), -32768.0), 32767.0))
     return LstmQuant(
-        steps, n_input, n_cell, int(input_zp), int(hidden_zp), tuple(int(v) for v in fc),
+        activation, steps, n_input, n_cell, int(input_zp), int(hidden_zp), tuple(int(v) for v in fc),
         mul_multiplier(GATE_OUTPUT_SCALE, cell_scale, cell_scale), mul_multiplier(GATE_OUTPUT_SCALE, GATE_OUTPUT_SCALE, cell_scale),
         mul_multiplier(GATE_OUTPUT_SCALE, GATE_OUTPUT_SCALE, hidden_scale), power, clip,
     )  # fmt: skip
@@ -151,22 +181,36 @@ def _tanh_input(v, power: int):
 STATE_PARAMS = (6, 7)  # positions of the hidden and cell state among the kernel's parameters
 
 
-def initial_state(n_cell: int, hidden_zp: int) -> tuple[np.ndarray, np.ndarray]:
-    """TFLM's reset values: the hidden state at its zero point, the cell at 0."""
-    return np.full(n_cell, hidden_zp, np.int8), np.zeros(n_cell, np.int16)
+def initial_state(n_cell: int, hidden_zp: int, activation: str = "int8") -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's reset values (MicroInterpreterGraph::ResetTensorData: a memset to the zero point for an int8
+    variable tensor, to 0 for any other): an int8 hidden state at its zero point, an int16 one at 0 whatever its
+    zero point, the cell at 0."""
+    return np.full(n_cell, hidden_zp if activation == "int8" else 0, np.dtype(activation)), np.zeros(n_cell, np.int16)
 
 
-def lstm_int8(q: LstmQuant):
-    """The kernel: x [1, T, I] int8, wx [4, N, I] int8, wh [4, N, N] int8, bias [4, N] int32, qp [16] int32
-    (gate fc multipliers), lut [256] int32, hidden [N] int8 and cell [N] int16 (state, read and updated),
-    out [1, T, N] int8.
+BIAS_DTYPE = {"int8": "int32", "int16": "int64"}  # the biases' type, which is also the fc accumulator's
+
+
+def lstm_integer(q: LstmQuant):
+    """The kernel, A the activation type (q.activation) and B its bias type (BIAS_DTYPE): x [1, T, I] A,
+    wx [4, N, I] int8, wh [4, N, N] int8, bias [4, N] B, qp [16] int32 (gate fc multipliers), lut [256] int32,
+    hidden [N] A and cell [N] int16 (state, read and updated), out [1, T, N] A.
 
     Unit by unit: a unit's four gates need the whole previous hidden state, which is the previous output
     row (the state argument before the first step), and give that unit's cell and output; the last output
     row becomes the hidden state at the end. No scratch besides a few scalars."""
     from tvm.script import tirx as T
 
-    steps, n_in, n, x_zp, h_zp = q.steps, q.n_input, q.n_cell, q.input_zp, q.hidden_zp
+    steps, n_in, n, x_zp, h_zp, act = q.steps, q.n_input, q.n_cell, q.input_zp, q.hidden_zp, q.activation
+    acc_t = BIAS_DTYPE[act]
+    info = np.iinfo(act)
+    wide = (lambda v: v) if acc_t == "int32" else (lambda v: tirx.Cast(acc_t, v))  # noqa: E731
+
+    def fc_out(acc, m, s):  # the fully connected layer's requantization to Q3.12 (int16 saturated)
+        if act == "int16":
+            return _sat16(multiply_by_quantized_multiplier_int64(acc, m, s))
+        return _sat16(multiply_by_quantized_multiplier(acc, m, s))
+
     m_fc, s_fc = q.forget_cell
     m_ic, s_ic = q.input_cell
     m_h, s_h = q.hidden
@@ -174,13 +218,13 @@ def lstm_int8(q: LstmQuant):
 
     @T.prim_func
     def lstm(
-        x: T.Buffer((1, steps, n_in), "int8"), wx: T.Buffer((4, n, n_in), "int8"), wh: T.Buffer((4, n, n), "int8"),
-        bias: T.Buffer((4, n), "int32"), qp: T.Buffer((16,), "int32"), lut: T.Buffer((256,), "int32"),
-        hidden: T.Buffer((n,), "int8"), cell: T.Buffer((n,), "int16"), out: T.Buffer((1, steps, n), "int8"),
+        x: T.Buffer((1, steps, n_in), act), wx: T.Buffer((4, n, n_in), "int8"), wh: T.Buffer((4, n, n), "int8"),
+        bias: T.Buffer((4, n), acc_t), qp: T.Buffer((16,), "int32"), lut: T.Buffer((256,), "int32"),
+        hidden: T.Buffer((n,), act), cell: T.Buffer((n,), "int16"), out: T.Buffer((1, steps, n), act),
     ):
         # One scalar per value, each stored once per iteration: TVM's simplifier reused a load of a scalar
         # across a later store to it (the old value reached the output) when one scalar held several values.
-        acc = T.decl_buffer((1,), "int32")
+        acc = T.decl_buffer((1,), acc_t)
         g_in = T.decl_buffer((1,), "int32")
         g_sum = T.decl_buffer((1,), "int32")
         gate = T.decl_buffer((4,), "int32")
@@ -192,16 +236,16 @@ def lstm_int8(q: LstmQuant):
             for g in range(4):
                 acc[0] = bias[g, u]
                 for k in range(n_in):
-                    acc[0] = acc[0] + (T.Cast("int32", x[0, t, k]) - x_zp) * T.Cast("int32", wx[g, u, k])
-                g_in[0] = _sat16(multiply_by_quantized_multiplier(acc[0], qp[4 * g], qp[4 * g + 1]))
-                acc[0] = 0
+                    acc[0] = acc[0] + wide((T.Cast("int32", x[0, t, k]) - x_zp) * T.Cast("int32", wx[g, u, k]))
+                g_in[0] = fc_out(acc[0], qp[4 * g], qp[4 * g + 1])
+                acc[0] = T.Cast(acc_t, 0)
                 if t == 0:  # the previous hidden state: the state argument, then the previous output row
                     for k in range(n):
-                        acc[0] = acc[0] + (T.Cast("int32", hidden[k]) - h_zp) * T.Cast("int32", wh[g, u, k])
+                        acc[0] = acc[0] + wide((T.Cast("int32", hidden[k]) - h_zp) * T.Cast("int32", wh[g, u, k]))
                 else:
                     for k in range(n):
-                        acc[0] = acc[0] + (T.Cast("int32", out[0, t - 1, k]) - h_zp) * T.Cast("int32", wh[g, u, k])
-                g_sum[0] = _sat16(g_in[0] + _sat16(multiply_by_quantized_multiplier(acc[0], qp[4 * g + 2], qp[4 * g + 3])))
+                        acc[0] = acc[0] + wide((T.Cast("int32", out[0, t - 1, k]) - h_zp) * T.Cast("int32", wh[g, u, k]))
+                g_sum[0] = _sat16(g_in[0] + fc_out(acc[0], qp[4 * g + 2], qp[4 * g + 3]))
                 if g == 2:
                     gate[g] = _tanh16(lut, g_sum[0] * 3)
                 else:
@@ -214,7 +258,7 @@ def lstm_int8(q: LstmQuant):
                 c_new[0] = _sat16(c_kept[0] + c_add[0])
             cell[u] = T.Cast("int16", c_new[0])
             c_tanh[0] = _tanh16(lut, _tanh_input(c_new[0], power))
-            out[0, t, u] = clamp_to_int8(multiply_by_quantized_multiplier(c_tanh[0] * gate[3], m_h, s_h) + h_zp, -128, 127)
+            out[0, t, u] = clamp_to_int8(multiply_by_quantized_multiplier(c_tanh[0] * gate[3], m_h, s_h) + h_zp, int(info.min), int(info.max), act)
         for u in range(n):
             hidden[u] = out[0, steps - 1, u]
 
@@ -276,7 +320,7 @@ def lstm_float(steps: int, batch: int, n_in: int, n: int, time_major: bool, cell
         bias: T.Buffer((4, n), "float32"), hidden: T.Buffer((batch, n), "float32"), cell: T.Buffer((batch, n), "float32"),
         out: T.Buffer(o_shape, "float32"),
     ):
-        # one scalar per value, each stored once per iteration (see lstm_int8)
+        # one scalar per value, each stored once per iteration (see lstm_integer)
         acc_in = T.decl_buffer((1,), "float32")
         acc_rec = T.decl_buffer((1,), "float32")
         g_sum = T.decl_buffer((1,), "float32")

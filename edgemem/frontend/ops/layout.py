@@ -402,7 +402,7 @@ def fill(ctx: OpContext):
     return _emit_copy(ctx, "FILL", prim, [ctx.expr(value)], y)
 
 
-_CAST_TYPES = ("int8", "int32", "float32", "bool")
+_CAST_TYPES = ("int8", "int16", "int32", "float32", "bool")
 
 
 @lowering("CAST", types=_CAST_TYPES)

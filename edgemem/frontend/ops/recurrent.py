@@ -1,14 +1,15 @@
 """float32 UNIDIRECTIONAL_SEQUENCE_LSTM (TVM's converter takes only the coupled input-forget form, which TFLM
 does not run): one call to edgemem's float LSTM kernel (kernels/lstm.py, TFLM's float arithmetic in TFLM's
 order), the hidden and cell state as state tensors (PrimFunc attribute ``edgemem.state``: kept across
-invocations outside the arena, reset to zeros as TFLM resets float variable tensors). The int8 form is
-frontend/lstm.py's (reached through the converter, not this registry)."""
+invocations outside the arena, reset to zeros as TFLM resets float variable tensors). The integer forms (int8
+and int16 activations, TFLite's 8x8->16 and 16x8->16 LSTMs) are frontend/lstm.py's, registered here."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...kernels import lstm as lstm_kernel
+from .. import lstm as integer_lstm
 from .registry import OpContext, lowering
 
 # input positions in the TFLite operator (lstm_shared.h)
@@ -67,3 +68,8 @@ def lstm_float(ctx: OpContext):
             np.stack([v.reshape(-1) for v in bias]).astype(np.float32), hidden, cell]  # fmt: skip
     macs = 4 * steps * batch * n * (n_in + n)
     return ctx.emit("UNIDIRECTIONAL_SEQUENCE_LSTM", prim, args, y_shape, "float32", macs)
+
+
+@lowering("UNIDIRECTIONAL_SEQUENCE_LSTM", types=("int8", "int16"))
+def lstm_integer(ctx: OpContext):
+    return integer_lstm.lower(ctx)
