@@ -80,6 +80,8 @@ GROUPS = {
         "sub-pot-scales-equal": (OP.SUB, (2, 3, 8), (2, 3, 8), (2, 3, 8), POT_A, POT_A, POT_A, None),
         "add-zero-points-relu": (OP.ADD, (1, 4, 5, 3), (3,), (1, 4, 5, 3), q(0.0013, 5), q(0.0021, -7), q(0.0031, 3), ACT.RELU),
         "sub-zero-points-relu6": (OP.SUB, (2, 1, 3, 1), (1, 4, 1, 5), (2, 4, 3, 5), q(0.0013, -300), q(0.0021, 200), q(3e-4, -100), ACT.RELU6),
+        "add-zero-points-same-shape": (OP.ADD, (3, 7), (3, 7), (3, 7), q(0.0013, 1000), q(0.0021, -2000), q(0.0031, 77), None),
+        "sub-zero-points-same-shape": (OP.SUB, (3, 7), (3, 7), (3, 7), q(0.0013, -1000), q(0.0021, 2000), q(0.0031, -77), None),
         "add-saturating": (OP.ADD, (3, 7), (3, 7), (3, 7), QA, QB, q(0.0004, 0), None),
         "sub-saturating-n1to1": (OP.SUB, (3, 7), (1, 7), (3, 7), QA, QB, q(1e-4, 0), ACT.RELU_N1_TO_1),
         "add-6d": (OP.ADD, (2, 1, 2, 1, 3, 1), (1, 2, 1, 2, 1, 4), (2, 2, 2, 2, 3, 4), QA, QB, QO, ACT.RELU6),
