@@ -204,6 +204,29 @@ def select_from_int8_comparison() -> bytes:
     return mb.serialize([xa, xb, x], [y])
 
 
+def mixed_int8_int16() -> bytes:
+    """int8 in and out, int16 between (QUANTIZE joins): int16 ADD, MUL, SUB and PAD inside a model integerize
+    rewrites (its int8 tensors), one int8 ADD alongside."""
+    mb = MB()
+    x8 = mb.tensor("x8", (1, 4, 4, 3), np.int8, q(0.03, -5))
+    x16 = mb.tensor("x16", (1, 4, 4, 3), I16, q(0.001, 0))
+    mb.op(OP.QUANTIZE, [x8], [x16])
+    c = mb.const("c", np.array([-20000, 3, 31000], np.int16), q(0.0004, 0))
+    s16 = mb.tensor("s16", (1, 4, 4, 3), I16, q(0.0015, 0))
+    mb.op(OP.ADD, [x16, c], [s16], *OPTIONS[OP.ADD](ACT.RELU6))
+    m16 = mb.tensor("m16", (1, 4, 4, 3), I16, q(0.002, 0))
+    mb.op(OP.MUL, [s16, x16], [m16], *OPTIONS[OP.MUL](ACT.NONE))
+    d16 = mb.tensor("d16", (1, 4, 4, 3), I16, q(0.002, 0))
+    mb.op(OP.SUB, [m16, s16], [d16], *OPTIONS[OP.SUB](ACT.NONE))
+    p16 = mb.tensor("p16", (1, 6, 5, 3), I16, q(0.002, 0))
+    mb.op(OP.PAD, [d16, mb.const("pads", np.array([[0, 0], [1, 1], [0, 1], [0, 0]], np.int32))], [p16])
+    y8 = mb.tensor("y8", (1, 6, 5, 3), np.int8, q(0.02, 3))
+    mb.op(OP.QUANTIZE, [p16], [y8])
+    z8 = mb.tensor("z8", (1, 4, 4, 3), np.int8, q(0.05, -1))
+    mb.op(OP.ADD, [x8, x8], [z8], *OPTIONS[OP.ADD](ACT.NONE))
+    return mb.serialize([x8], [y8, z8])
+
+
 def _concat_options(axis: int):
     def fn(b):
         mm.tflite.ConcatenationOptionsStart(b)
@@ -264,6 +287,7 @@ HANDMADE = {
     **{name: (lambda cases=cases: group_model(cases)) for name, cases in GROUPS.items()},
     "select": select_models,
     "select-from-int8-comparison": select_from_int8_comparison,
+    "mixed-int8-int16": mixed_int8_int16,
     "concatenation": concat_models,
     "pad": pad_models,
 }
