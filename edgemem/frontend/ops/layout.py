@@ -451,12 +451,11 @@ def concatenation_int16(ctx: OpContext):
 
     def fn(xs, o):
         value = None
-        for k in range(len(xs) - 1, -1, -1):
-            if shapes[k][axis] == 0:
+        for i in range(len(xs) - 1, -1, -1):  # input i holds output positions starts[i] .. starts[i + 1] - 1
+            if shapes[i][axis] == 0:
                 continue
-            idx = tuple(oi - starts[k] if a == axis else oi for a, oi in enumerate(o))
-            here = xs[k][idx]
-            value = here if value is None else tirx.if_then_else(o[axis] < starts[k + 1], here, value)
+            here = xs[i][tuple(oi - starts[i] if a == axis else oi for a, oi in enumerate(o))]
+            value = here if value is None else tirx.if_then_else(o[axis] < starts[i + 1], here, value)
         return value
 
     prim = k.pick(shapes, [ctx.dtype(t) for t in ctx.inputs], out_shape, ctx.dtype(y), fn)
