@@ -42,6 +42,17 @@ def _i32(v):
     return tirx.Cast("int32", v)
 
 
+def _mbqm(x, multiplier: int, shift: int):
+    """TFLite's MultiplyByQuantizedMultiplier (32-bit, double rounding) of an int32 ``x``. Its x * (1 << shift)
+    overflows int32 for an int16 difference when shift >= 16 (scale ratios >= 2^15, SOFTMAX input scales * beta
+    >= 5): TFLM's product wraps, so this one does too, computed in int64 and cast to int32 (modulo 2^32 in GCC,
+    and no signed overflow for the sanitizers)."""
+    if shift > 0:
+        x = tirx.Cast("int32", tirx.Cast("int64", x) * tirx.const(1 << shift, "int64"))
+        shift = 0
+    return multiply_by_quantized_multiplier(x, multiplier, shift)
+
+
 # ------------------------------------------------------------------ LOGISTIC / TANH
 
 def checked_log2(x: float) -> tuple[bool, int]:
@@ -185,7 +196,7 @@ def softmax_int16(rows: int, depth: int, multiplier: int, shift: int):
 def _exp_lookup(exp_lut, diff, multiplier: int, shift: int):
     """SoftMaxCalculateExp: the row difference (<= 0) rescaled so that [-65535, 0] spans [-10, 0], moved to
     [-32768, 32767], looked up in the exp table."""
-    d = multiply_by_quantized_multiplier(diff, multiplier, shift) + 32767
+    d = _mbqm(diff, multiplier, shift) + 32767
     return _lut_lookup(exp_lut, tirx.Min(tirx.Max(d, tirx.const(-32768, "int32")), tirx.const(32767, "int32")))
 
 
@@ -195,7 +206,7 @@ def relu_int16(shape, multiplier: int, shift: int, act_min: int):
     """TFLM's int16 RELU (ReluQuantized, zero points 0): MultiplyByQuantizedMultiplier(x), clamped to [act_min,
     32767]."""
     x = te.placeholder(shape, "int16", name="x")
-    out = te.compute(shape, lambda *i: _clamp16(multiply_by_quantized_multiplier(_i32(x[i]), multiplier, shift), act_min), name="out")
+    out = te.compute(shape, lambda *i: _clamp16(_mbqm(_i32(x[i]), multiplier, shift), act_min), name="out")
     return te.create_prim_func([x, out])
 
 
@@ -213,10 +224,10 @@ def leaky_relu_int16(shape, in_zp: int, out_zp: int, m_id: int, s_id: int, m_alp
 
     def out_fn(*i):
         v = _i32(x[i]) - in_zp
-        neg = multiply_by_quantized_multiplier(v, abs(m_alpha), s_alpha)
+        neg = _mbqm(v, abs(m_alpha), s_alpha)
         if m_alpha < 0:
             neg = tirx.const(0, "int32") - neg
-        return _clamp16(tirx.Select(v >= 0, multiply_by_quantized_multiplier(v, m_id, s_id), neg) + out_zp)
+        return _clamp16(tirx.Select(v >= 0, _mbqm(v, m_id, s_id), neg) + out_zp)
 
     return te.create_prim_func([x, te.compute(shape, out_fn, name="out")])
 
@@ -232,7 +243,7 @@ def abs_int16(shape, rescale: tuple[int, int] | None, quantized: bool = True):
         if not quantized:
             return tirx.Cast("int16", a)
         if rescale is not None:
-            a = multiply_by_quantized_multiplier(a, rescale[0], rescale[1])
+            a = _mbqm(a, rescale[0], rescale[1])
         return _clamp16(a)
 
     return te.create_prim_func([x, te.compute(shape, out_fn, name="out")])
