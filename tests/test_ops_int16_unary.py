@@ -186,7 +186,7 @@ def test_int16_models_exist():
 
 # ------------------------------------------------------------------ what TFLM does not take in int16
 
-@pytest.mark.parametrize("op", ["RSQRT", "HARD_SWISH", "ELU", "LOG_SOFTMAX", "L2_NORMALIZATION", "EXP", "NEG"])
+@pytest.mark.parametrize("op", ["RSQRT", "HARD_SWISH", "ELU", "LOG_SOFTMAX", "L2_NORMALIZATION", "EXP", "NEG", "GELU"])
 def test_int16_refused_where_tflm_has_no_kernel(op, tmp_path):
     from edgemem.errors import UnsupportedModelError
     from edgemem.frontend.tflite_import import import_tflite
