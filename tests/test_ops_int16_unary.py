@@ -211,3 +211,16 @@ def test_int16_refused_quantization(op, in_q, out_q, why, tmp_path):
     path.write_bytes(one_op(op, (1, 8), in_q, out_q, opts))
     with pytest.raises(UnsupportedModelError, match=why):
         import_tflite(path)
+
+
+def test_int16_chain_shares_tables(tmp_path):
+    """LOGISTIC -> TANH -> SOFTMAX -> LOGISTIC -> SOFTMAX on seeds 0, 1, 2, and the firmware keeps one copy of the
+    sigmoid table and of each SOFTMAX table (not one per operator)."""
+    mb = mm.ModelBuilder(description="edgemem int16 chain")
+    t = [mb.tensor("x", (2, 24), np.int16, mm.qparams([3e-4], [0]))]
+    for k, op in enumerate(("LOGISTIC", "TANH", "SOFTMAX", "LOGISTIC", "SOFTMAX")):
+        t.append(mb.tensor(f"t{k}", (2, 24), np.int16, mm.qparams([2.0**-15], [0])))
+        mb.op(getattr(mm.OP, op), [t[-2]], [t[-1]], *(mm.softmax_options(2.0) if op == "SOFTMAX" else ()))
+    cmp = check_model(mb.serialize([t[0]], [t[-1]]), tmp_path)
+    weights = (cmp.project / "weights.c").read_text()
+    assert weights.count("int16_t em_w_") == 3, weights[:400]

@@ -18,7 +18,7 @@ operator here is a small kernel that computes TFLM's per-element arithmetic on t
 from __future__ import annotations
 
 import ctypes
-import math
+import functools
 
 import numpy as np
 from tvm import te, tirx
@@ -84,6 +84,18 @@ def sigmoid_table_i16() -> np.ndarray:
     return (np.asarray(SIGMOID_TABLE, np.int32) - 32768).astype(np.int16)
 
 
+def shared_table(conv, key: str, make):
+    """One Relax constant per model for a table every operator of a kind reads (``make()`` gives its numpy value):
+    the graph reader writes a Constant node used by several kernels once, so N LOGISTIC/TANH/SOFTMAX operators
+    keep one copy of their tables in flash."""
+    from tvm import relax
+
+    cache = conv.__dict__.setdefault("_edgemem_shared_tables", {})
+    if key not in cache:
+        cache[key] = relax.const(make())
+    return cache[key]
+
+
 class _Widened:
     """``lut[k]`` of the int16-stored sigmoid table as TFLM's uint16 value, in int32 (for lstm._lut_blend)."""
 
@@ -142,6 +154,7 @@ def lut_populate_int16(input_scale, input_zp: int, output_scale, output_zp: int,
     return lut
 
 
+@functools.lru_cache(maxsize=1)
 def softmax_int16_luts() -> tuple[np.ndarray, np.ndarray]:
     """TFLM's SOFTMAX Prepare tables for int16: exp on [-10, 0] and 1 / (1 + x) on [0, 1], both Q0.15 out."""
     rng = 65535

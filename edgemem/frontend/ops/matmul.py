@@ -169,7 +169,8 @@ def softmax_int16(ctx: OpContext):
     multiplier, shift = quantize_multiplier(float(np.float32(in_scale)) * beta / (10.0 / 65535.0))
     depth = shape[-1]
     rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-    exp_lut, recip_lut = K16.softmax_int16_luts()
+    exp_lut = K16.shared_table(ctx.conv, "softmax_exp_i16", lambda: K16.softmax_int16_luts()[0])
+    recip_lut = K16.shared_table(ctx.conv, "softmax_recip_i16", lambda: K16.softmax_int16_luts()[1])
     flat = ctx.reshape(ctx.expr(x), (rows, depth))
     out = ctx.emit("SOFTMAX", K16.softmax_int16(rows, depth, multiplier, shift), [flat, exp_lut, recip_lut], (rows, depth), "int16")
     return ctx.reshape(out, shape)

@@ -174,7 +174,8 @@ def _sigmoid_tanh_int16(ctx: OpContext, kind: str, tanh: bool):
     multiplier, shift = K16.sigmoid_tanh_params(in_scale, tanh)
     shape = ctx.shape(ctx.outputs[0])
     prim = K16.sigmoid_tanh_int16(shape, multiplier, shift, tanh)
-    return ctx.emit(kind, prim, [ctx.expr(ctx.inputs[0]), K16.sigmoid_table_i16()], shape, "int16")
+    table = K16.shared_table(ctx.conv, "sigmoid_i16", K16.sigmoid_table_i16)
+    return ctx.emit(kind, prim, [ctx.expr(ctx.inputs[0]), table], shape, "int16")
 
 
 @lowering("LOGISTIC", types=("int16",))
