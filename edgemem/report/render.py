@@ -82,15 +82,11 @@ def _nice_step(span: float, ticks: int) -> float:
 
 
 def _byte_label(v: float) -> str:
-    if v >= 1024 * 1024 and v % (1024 * 1024) == 0:
-        return f"{int(v) // (1024 * 1024)} MiB"
-    if v >= 10_000:
-        return f"{v / 1000:,.0f}k"
-    return f"{int(v):,}"
+    return f"{int(round(v)):,}"
 
 
 def _y_ticks(top: float, height: float, y0: float) -> list[dict]:
-    step = _nice_step(top, 5)
+    step = _nice_step(top, 6)
     ticks, v = [], 0.0
     while v <= top + 1e-9:
         ticks.append({"y": round(y0 - v / top * height, 2) if top else y0, "label": _byte_label(v)})
@@ -103,6 +99,30 @@ def _x_ticks(n: int, sw: float) -> list[dict]:
     if every > 1:
         every = int(_nice_step(every * 5, 5))  # 1, 2, 5, 10, ...
     return [{"x": round(LEFT + (s + 0.5) * sw, 2), "label": str(s)} for s in range(0, n, every)]
+
+
+_SHORT = (("DEPTHWISE_CONV_2D", "DW_CONV"), ("FULLY_CONNECTED", "FC"), ("AVERAGE_POOL_2D", "AVG_POOL"),
+          ("MAX_POOL_2D", "MAX_POOL"), ("CONCATENATION", "CONCAT"), ("TRANSPOSE_CONV", "TCONV"), ("CONV_2D", "CONV"),
+          ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"), ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_NN"))  # fmt: skip
+LABEL_CHAR_W = 6.2  # about the width of one character of the 10 px labels
+
+
+def short_kind(kind: str) -> str:
+    for long, short in _SHORT:
+        if kind == long:
+            return short
+    return kind if len(kind) <= 14 else kind[:13] + "\u2026"
+
+
+def _kind_labels(steps: list[dict], sw: float) -> tuple[list[dict], str, float]:
+    """The operator kinds under the step columns: (labels, "flat" | "rotated" | "", room they need below)."""
+    labels = [{"x": round(LEFT + (s + 0.5) * sw, 2), "label": short_kind(st["kind"]), "kind": st["kind"]} for s, st in enumerate(steps)]
+    longest = max((len(x["label"]) for x in labels), default=0) * LABEL_CHAR_W
+    if longest <= sw - 6:
+        return labels, "flat", 14.0
+    if sw >= 11:
+        return labels, "rotated", longest + 8
+    return [], "", 0.0
 
 
 def _tip(t: dict, steps: list[dict]) -> str:
@@ -169,10 +189,11 @@ def _timeline(info: dict, memory: dict) -> list[dict]:
                 "peak": t["name"] in peak["tensors"], "tip": _tip(t, steps), "tensor": t,
             })  # fmt: skip
         in_pool = [t for t in group if t["first"] <= peak["step"] <= t["last"]]
+        labels, mode, room = _kind_labels(steps, sw)
         panels.append({
-            "pool": pool, "size": size, "width": WIDTH, "height": TOP + TIMELINE_H + BOTTOM, "rects": rects,
+            "pool": pool, "size": size, "width": WIDTH, "height": TOP + TIMELINE_H + BOTTOM + room, "rects": rects,
             "y_ticks": _y_ticks(size, TIMELINE_H, y0), "x_ticks": _x_ticks(len(steps), sw),
-            "kind_labels": [{"x": round(LEFT + (s + 0.5) * sw, 2), "label": st["kind"]} for s, st in enumerate(steps)] if sw >= 70 else [],
+            "kind_labels": labels, "label_mode": mode, "label_room": room,
             "peak_x": round(LEFT + peak["step"] * sw, 2), "peak_w": round(sw, 2),
             "peak_bytes": sum(t["bytes"] for t in in_pool), "sw": sw, "k": k, "y0": y0,
         })  # fmt: skip
