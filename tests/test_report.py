@@ -185,7 +185,12 @@ def check_dom(dom: Dom, info: dict, profile: dict | None) -> None:
         r = drawn[t["name"]]
         assert (int(r["data-offset"]), int(r["data-bytes"]), int(r["data-first"]), int(r["data-last"])) == \
             (t["offset"], t["bytes"], t["first"], t["last"])  # fmt: skip
-        assert f"{t['bytes']:,} B" in r["data-tip"] and ("x".join(map(str, t["shape"])) in r["data-tip"].replace("\u00d7", "x"))
+        tip = r["data-tip"]  # the hover text: shape, bytes, producer and readers
+        assert f"{t['bytes']:,} B" in tip and ("x".join(map(str, t["shape"])) in tip.replace("\u00d7", "x"))
+        if t["producer"] is not None:
+            assert f"step {t['producer']} {mem['steps'][t['producer']]['kind']}" in tip, tip
+        for c in t["consumers"][:6]:
+            assert f"step {c} {mem['steps'][c]['kind']}" in tip.split("read by", 1)[1], tip
     assert sorted(dom.rows) == list(range(len(mem["steps"])))
     for s in mem["steps"]:
         row = dom.rows[s["step"]]
