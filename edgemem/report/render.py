@@ -235,7 +235,7 @@ def _curves(info: dict, memory: dict, profile: dict | None) -> dict:
     lines = [{"label": f"arena {info['arena_bytes']:,} B", "y": y(info["arena_bytes"]), "cls": "arena"},
              {"label": f"lower bound {info['lower_bound_bytes']:,} B", "y": y(info["lower_bound_bytes"]), "cls": "bound"}]  # fmt: skip
     if budget_on_chart:
-        lines.append({"label": f"RAM budget {budget:,} B", "y": y(budget), "cls": "budget"})
+        lines.append({"label": f"RAM left after the stack {budget:,} B", "y": y(budget), "cls": "budget"})
     if lines[0]["y"] == lines[1]["y"]:  # arena = lower bound: one line, one label
         lines = [{"label": f"arena = lower bound = {info['arena_bytes']:,} B", "y": lines[0]["y"], "cls": "bound"}] + lines[2:]
     others = {k: v for k, v in info.get("schedulers_tried", {}).items() if k not in memory["curves"]}
