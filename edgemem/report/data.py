@@ -64,17 +64,20 @@ def memory_info(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan:
     curve = live_bytes(live_ranges(graph, order), n, align) if n else []
     peak_step = max(range(len(curve)), key=lambda s: (curve[s], -s)) if curve else 0
 
+    views: dict[str, list[str]] = {}  # storage -> the other names of its bytes (reshapes, in-place results)
+    for v in graph.tensors.values():
+        if v.storage != v.name and v.kind != "const":
+            views.setdefault(v.storage, []).append(v.name)
     tensors = []
     for b in buffers:
         t = graph.tensors[b.name]
         place = plan.placements[b.name]
-        views = [v.name for v in graph.tensors.values() if v.storage == b.name and v.name != b.name and v.kind != "const"]
         tensors.append({
             "name": b.name, "role": _tensor_role(graph, b.name), "shape": list(t.shape), "dtype": t.dtype,
             "bytes": b.size, "pool": place.pool, "offset": place.offset, "first": b.first, "last": b.last,
             "producer": step_of.get(t.producer) if t.producer is not None else None,
             "consumers": sorted(step_of[c] for c in t.consumers if c in step_of),
-            "alias": b.alias, "views": views,
+            "alias": b.alias, "views": views.get(b.name, []),
         })  # fmt: skip
 
     steps = []
