@@ -125,6 +125,18 @@ def _kind_labels(steps: list[dict], sw: float) -> tuple[list[dict], str, float]:
     return [], "", 0.0
 
 
+def _rect_label(t: dict, w: float, h: float) -> str:
+    """The tensor's name (and size) written in its rectangle's top left corner when there is room; only in
+    rectangles tall enough that their middle stays clear of it."""
+    if h < 28:
+        return ""
+    name = t["name"] if t["role"] == "activation" else f"{t['name']} ({t['role']})"
+    for text in (f"{name}  {t['bytes']:,} B", name):
+        if len(text) * LABEL_CHAR_W + 8 <= w:
+            return text
+    return ""
+
+
 def _tip(t: dict, steps: list[dict]) -> str:
     def who(s: int | None) -> str:
         if s is None:
@@ -187,6 +199,7 @@ def _timeline(info: dict, memory: dict) -> list[dict]:
                 "name": t["name"], "x": round(LEFT + t["first"] * sw, 2), "w": round((t["last"] - t["first"] + 1) * sw, 2),
                 "y": round(y0 - t["offset"] * k - h, 2), "h": round(h, 2), "fill": fills[t["name"]],
                 "peak": t["name"] in peak["tensors"], "tip": _tip(t, steps), "tensor": t,
+                "label": _rect_label(t, (t["last"] - t["first"] + 1) * sw, h),
             })  # fmt: skip
         in_pool = [t for t in group if t["first"] <= peak["step"] <= t["last"]]
         labels, mode, room = _kind_labels(steps, sw)
