@@ -311,6 +311,17 @@ def test_report_concat_model_unlinked(tmp_path):
     check_memory_section(info)
     assert info["memory"]["steps"][info["memory"]["peak"]["step"]]["kind"] == "CONCATENATION"
     check_dom(Dom((out / "report.html").read_text()), info, None)
+    # a board's profile (`edgemem profile --port`): core cycles instead of QEMU's instructions
+    steps = [{"step": s["step"], "measured_high_water_bytes": sum(s["high_water_bytes"]), "pools_match": True,
+              "stack_high_water_bytes": 200 + s["step"], "ticks": 1000 * (s["step"] + 1)} for s in info["memory"]["steps"]]  # fmt: skip
+    board = {"model": info["model"], "board": info["board"], "source": "serial /dev/ttyACM0 at 115200 baud", "seed": 0,
+             "steps": steps, "arena_high_water_bytes": info["arena_bytes"], "arena_matches_plan": True, "peak_stack_bytes": 205,
+             "total_ticks": sum(r["ticks"] for r in steps), "tick_unit": "cycles", "bit_exact": True, "matches_reference": True}  # fmt: skip
+    dom = Dom(render_report(info, board))
+    assert [int(dom.rows[r["step"]]["ticks"]) for r in steps] == [r["ticks"] for r in steps]
+    assert [int(dom.rows[r["step"]]["stack_bytes"]) for r in steps] == [r["stack_high_water_bytes"] for r in steps]
+    assert "instructions_per_mac" not in dom.rows[0] and dom.by_id["measured-arena-bytes"]["data-value"] == str(info["arena_bytes"])
+    assert Dom(render_report(info, {**board, "model": "/elsewhere.tflite"})).rows[0].get("ticks") is None  # not this build's
     check_in_browser(out, info, None, tmp_path)
 
 
