@@ -130,7 +130,7 @@ def _rect_label(t: dict, w: float, h: float) -> str:
     rectangles tall enough that their middle stays clear of it."""
     if h < 28:
         return ""
-    name = t["name"] if t["role"] == "activation" else f"{t['name']} ({t['role']})"
+    name = t["name"] if t["role"] in ("activation", t["name"]) else f"{t['name']} ({t['role']})"
     for text in (f"{name}  {t['bytes']:,} B", name):
         if len(text) * LABEL_CHAR_W + 8 <= w:
             return text
