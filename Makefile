@@ -1,9 +1,10 @@
 # edgemem's two entry points on a fresh machine: `make demo` and `make test`.
-# Both install what is missing first: the Arm toolchain and QEMU (apt) and the Python environment (.venv).
+# Both install what is missing first: the Arm toolchain, QEMU and Chromium (apt; Chromium for the report test)
+# and the Python environment (.venv).
 
 PYTHON ?= python3
 VENV   ?= .venv
-APT_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc clang
+APT_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc clang chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODEL ?= examples/kws_tiny_int8.tflite
 BOARD ?= stm32f746
@@ -14,7 +15,7 @@ setup: toolchain $(VENV)/.installed
 
 toolchain:
 	@command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
-	  && command -v gcc >/dev/null && command -v clang >/dev/null \
+	  && command -v gcc >/dev/null && command -v clang >/dev/null && command -v chromium >/dev/null \
 	  || ($(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $(APT_PACKAGES))
 
 $(VENV)/.installed: pyproject.toml

@@ -158,6 +158,8 @@ def build(
             from . import profiling
 
             res = profiling.profile(out_dir) if profile else pipeline.run(out_dir)
+            if profile:
+                _refresh_report(out_dir, res)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one message
         _fail(exc)
         return
@@ -219,6 +221,7 @@ def profile_cmd(
 
         _check_board(project, board)
         res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save)
+        _refresh_report(project, res)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
         return
@@ -228,6 +231,37 @@ def profile_cmd(
         _print_profile(res)
     if not res["arena_matches_plan"] or res["matches_reference"] is False:
         raise typer.Exit(7)
+
+
+def _refresh_report(project: Path, profile: dict) -> None:
+    """report.html again, with the measured figures next to the planned ones."""
+    from .report import write_report
+
+    write_report(project, profile={k: v for k, v in profile.items() if k != "saved_to"})
+
+
+@app.command("report")
+def report_cmd(
+    project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Where to write the page (default PROJECT/report.html)."),
+    profile_json: Optional[Path] = typer.Option(None, "--profile", help="The `edgemem profile` report to show (default PROJECT/profile.json when there)."),
+) -> None:
+    """Write the build's HTML report: memory timeline, live bytes per step, operators, passes (and, after
+    `edgemem profile`, the measured figures). One self-contained file: open it in any browser."""
+    try:
+        from .report import write_report
+
+        profile = None
+        if profile_json is not None:
+            try:
+                profile = json.loads(profile_json.read_text())
+            except (OSError, ValueError) as exc:
+                raise EdgememError(f"cannot read the profile report '{profile_json}' ({exc}); `edgemem profile DIR` writes it.") from exc
+        path = write_report(project, profile=profile, path=output)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    out.print(f"report written to [bold]{path}[/]", highlight=False)
 
 
 def _print_profile(res: dict) -> None:

@@ -24,6 +24,7 @@ from .frontend.footprint import file_order_live_ranges, op_names, operator_floor
 from .frontend.tflite_import import ImportedModel, import_tflite, read_tflite
 from .ir.graph import OpGraph, read_graph
 from .passes.lower import lower_to_kernels
+from .report import memory_info, write_report
 from .plan import ArenaPlan, Buffer, Pool, PlanError, check_plan, plan_arena
 from .schedule import Schedule
 from .schedule.best import best_schedule
@@ -314,6 +315,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
                                  seconds=time.perf_counter() - t0)  # fmt: skip
         result.info["pass_baselines"] = passes_report.pop("baselines", {})
         result.info["passes"] = passes_report
+        result.info["memory"] = memory_info(graph, schedule, buffers, plan, board, _ram_budget(board))  # report.html's figures
         steps = predicted_steps(graph, schedule, buffers, plan, options.profile_seed) \
             if options.profile or device_sizes is not None else None  # fmt: skip
         if options.profile:
@@ -323,6 +325,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
                                           "flash_bytes": device_sizes.flash_bytes, "ram_bytes": device_sizes.ram_bytes,
                                           "ticks": board.device.ticks, "cpu_hz": board.device.cpu_hz, "profile": steps}  # fmt: skip
         (project / BUILD_INFO).write_text(json.dumps(result.info, indent=2) + "\n")
+        write_report(project, result.info)  # report.html (edgemem/report): timeline, curves, operators, passes
 
     _write_atomically(Path(out_dir), options.overwrite, fill)
     return result

@@ -94,18 +94,8 @@ def lower(ctx):
     if opts.TimeMajor():
         x = ctx.reshape(x, [1, steps, n_in])
     hidden, cell = lstm_kernel.initial_state(n_cell, hidden_zp, act)
-    # the biases as a typed constant: relax.const (OpContext.emit's numpy path) narrows an int64 array to int32
     args = [x, wx, wh, relax.const(bias, str(bias.dtype)), np.array(q.fc, np.int32), np.array(lstm_kernel.SIGMOID_TABLE, np.int32),
             hidden, cell]  # fmt: skip
     out = ctx.emit(OP, prim, args, (1, steps, n_cell), act, macs=4 * steps * n_cell * (n_in + n_cell))
     out_shape = list(ctx.shape(ctx.outputs[0]))
     return out if out_shape == [1, steps, n_cell] else ctx.reshape(out, out_shape)
-
-
-def convert_lstm(conv, op):
-    """TVM-converter entry (frontend/tflite_import.py's quantized LSTM branch). The registry's lowering
-    (frontend/ops/recurrent.py) takes int8 and int16 LSTMs before TVM's converter, so this is reached only
-    if that registration is removed; it lowers the same way."""
-    from .ops.registry import OpContext
-
-    return lower(OpContext(conv, op, conv._index_of[op._tab.Pos], OP))

@@ -34,11 +34,11 @@ def frontend_operators(model) -> frozenset[str]:
     return frozenset(tf.OperatorConverter(model, model.Subgraphs(0), None, None).convert_map)
 
 
-def is_supported(name: str, operand_type: str, frontend_ops: frozenset[str]) -> bool:
+def is_supported(name: str, operand_type: str, frontend_ops: frozenset[str], types=None) -> bool:
     from ..passes.integerize import SUPPORTED_INT8_OPS
     from .ops import registry
 
-    if registry.find(name, operand_type) is not None:
+    if registry.find(name, operand_type, types) is not None:  # types: registry.OpTypes, for lowerings with a predicate
         return True
     if operand_type == "int8":
         return name in SUPPORTED_INT8_OPS
@@ -48,7 +48,7 @@ def is_supported(name: str, operand_type: str, frontend_ops: frozenset[str]) -> 
 
 
 def unsupported_operators(model, op_names: list[str]) -> list[Unsupported]:
-    from .ops.registry import operand_type
+    from .ops.registry import operand_type, operator_types
     from .tflite_import import tensor_name
 
     sg = model.Subgraphs(0)
@@ -60,7 +60,7 @@ def unsupported_operators(model, op_names: list[str]) -> list[Unsupported]:
             continue
         op = sg.Operators(i)
         kind = operand_type(sg, op, model)
-        if not is_supported(name, kind, frontend_ops):
+        if not is_supported(name, kind, frontend_ops, operator_types(sg, op)):
             outs = [int(t) for t in indices(op.OutputsAsNumpy()) if t >= 0]
             found.append(Unsupported(i, name, kind, tensor_name(sg, outs[0]) if outs else "none"))
     return found

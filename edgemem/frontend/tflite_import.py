@@ -292,7 +292,8 @@ def _converter_class():
 
         def _dispatcher(self, name, fallback):
             def convert(op):
-                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model))
+                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model),
+                                          ops_registry.operator_types(self.subgraph, op))
                 if entry is not None:
                     return entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
                 if fallback is None:
@@ -342,14 +343,6 @@ def _converter_class():
                 out = self.bb.emit(out)
                 type(self).island_starts.append(out)
             return out
-
-        def convert_unidirectional_sequence_lstm(self, op):
-            # float32 is taken before this by edgemem's registry lowering (frontend/ops/recurrent.py)
-            if not self.is_quantized(op):
-                return super().convert_unidirectional_sequence_lstm(op)
-            from .lstm import convert_lstm
-
-            return convert_lstm(self, op)
 
         def convert_fully_connected(self, op):
             # TFLite flattens every input dimension but the last into the batch.

@@ -1,7 +1,8 @@
 """Elementwise kernels of several operands with numpy broadcasting (TFLM's Broadcast*Slow: every operand read
 through broadcast indices, a size-1 axis read at index 0), and the per-element arithmetic of TFLM's int8
-binary operators (SUB, SQUARED_DIFFERENCE, comparisons with scaling, ADD_N, DIV) and of its wrapping int32
-ones.
+binary operators (SUB, SQUARED_DIFFERENCE, comparisons with scaling, ADD_N, DIV), of its int16 ones (ADD, SUB,
+MUL, SQUARED_DIFFERENCE: the same fixed-point steps with other shifts, products that may wrap) and of its wrapping
+int32 ones.
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ def wrap_int32(fn: Callable):
 
 def clamp(v, lo, hi, dtype: str):
     return tirx.Min(tirx.Max(v, tirx.const(lo, dtype)), tirx.const(hi, dtype))
+
+
+def multiply_by_quantized_multiplier_wrapping(x, multiplier: int, shift: int):
+    """TFLite's MultiplyByQuantizedMultiplier (int32 overload, double rounding) where ``x * 2^shift`` may leave
+    int32: TFLM computes that product in int32 (marked no-sanitize) and x86 wraps it; here it is computed on
+    int64 and narrowed (C's signed overflow is undefined, a narrowing conversion is not). Reached by int16 MUL
+    and SQUARED_DIFFERENCE, whose products fill 31 bits, with a multiplier above 1."""
+    if shift <= 0:
+        return multiply_by_quantized_multiplier(x, multiplier, shift)
+    shifted = (x.astype("int64") * tirx.const(1 << shift, "int64")).astype("int32")
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), 0)
 
 
 

@@ -189,18 +189,22 @@ def softmax_exp_table(in_scale: float, beta: float) -> tuple[np.ndarray, int]:
     return table, diff_min
 
 
-def softmax_int8(rows: int, depth: int):
+def softmax_int8(rows: int, depth: int, out_dtype: str = "int8"):
     """int8 SOFTMAX over rows of ``depth`` (TFLM's reference_ops::Softmax): per row the max, the sum of the
     exps rescaled to Q12.19 (RoundingDivideByPOT by 12), its reciprocal (GetReciprocal: count of leading zeros,
     then gemmlowp's one_over_one_plus_x_for_x_in_0_1, three Newton steps in Q2.29), and each output
     RoundingDivideByPOT(SRDHM(reciprocal, exp), num_bits_over_unit + 23) - 128. Parameters: x [rows, depth], the
-    exp table [256] (softmax_exp_table), out [rows, depth]."""
+    exp table [256] (softmax_exp_table), out [rows, depth]. ``out_dtype`` int16: TFLM's int8 -> int16 form
+    (Softmax<int8_t, int16_t>), RoundingDivideByPOT by num_bits_over_unit + 15, - 32768, clamped to int16."""
     from tvm.script import tirx as T
 
     srdhm, rdbpot = saturating_rounding_doubling_high_mul, rounding_divide_by_pot
+    bits = 8 if out_dtype == "int8" else 16
+    exp_bias = 12 + 31 - bits  # the RoundingDivideByPOT exponent is this minus the sum's headroom_plus_one
+    out_min, out_max = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
     @T.prim_func
-    def softmax(x: T.Buffer((rows, depth), "int8"), table: T.Buffer((256,), "int32"), out: T.Buffer((rows, depth), "int8")):
+    def softmax(x: T.Buffer((rows, depth), "int8"), table: T.Buffer((256,), "int32"), out: T.Buffer((rows, depth), out_dtype)):
         # s: 0 row max, 1 sum of exps (Q12.19), 2 leading zeros of the sum, 3 half denominator, 4 Newton x, 5 scratch
         s = T.decl_buffer((6,), "int32")
         for r in range(rows):
@@ -224,7 +228,7 @@ def softmax_int8(rows: int, depth: int):
             s[5] = _sat_shift_left(s[4], 1)
             for c in range(depth):
                 out[r, c] = clamp_to_int8(
-                    rdbpot(srdhm(s[5], table[s[0] - T.Cast("int32", x[r, c])]), 35 - s[2]) - 128, -128, 127)
+                    rdbpot(srdhm(s[5], table[s[0] - T.Cast("int32", x[r, c])]), exp_bias - s[2]) + out_min, out_min, out_max, out_dtype)
 
     return softmax
 

@@ -1,5 +1,6 @@
 """Kernels of the reduction family with TFLite Micro's arithmetic: REDUCE_MAX / REDUCE_MIN (int8, float32),
-ARG_MAX / ARG_MIN, CUMSUM (float32, int8), RESIZE_BILINEAR (int8).
+ARG_MAX / ARG_MIN, CUMSUM (float32, int8), RESIZE_BILINEAR (int8), and the int16 SUM / MEAN, pools and
+RESIZE_NEAREST_NEIGHBOR (type-generic builders at the end).
 
 Every reduction keeps its accumulator in a register (``int8_ops._scalar_accumulator`` for TE reductions, a
 one-element ``decl_buffer`` in the hand-written loops): no scratch of the input's size. SUM and MEAN of int8
@@ -12,7 +13,7 @@ import numpy as np
 from tvm import te, tirx
 from tvm.script import tirx as T
 
-from .fixed_point import multiply_by_quantized_multiplier
+from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier
 from .int8_ops import _scalar_accumulator
 
 
@@ -214,4 +215,101 @@ def resize_bilinear_int8(x_shape, out_hw):
         return tirx.truncdiv(rounded, tirx.const(1 << 20, "int64")).astype("int8")
 
     out = te.compute((n, oh, ow, c), out_fn, name="out")
+    return te.create_prim_func([x, rows, cols, out])
+
+
+# ---------------------------------------------------------------- int16 (and any integer type) reductions and pools
+#
+# TFLM runs SUM, MEAN, AVERAGE_POOL_2D, MAX_POOL_2D and RESIZE_NEAREST_NEIGHBOR on int16 with the int8 kernels'
+# arithmetic, templated on the type (reduce_common.cc QuantizedMeanOrSum<int16_t>, integer_ops/pooling.h's int16
+# overloads): the builders below take the element type; the int8 lowerings keep int8_ops' kernels.
+
+def _type_range(dtype: str) -> tuple[int, int]:
+    bits = int(dtype.lstrip("int"))
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def mean_or_sum(x_shape, axes, keep_dims: bool, dtype: str, in_zp: int, multiplier: int, shift: int, out_zp: int):
+    """SUM / MEAN of an integer tensor, TFLM's QuantizedMeanOrSum: the int32 sum of (x - in_zp) over ``axes``,
+    MultiplyByQuantizedMultiplier (the int32 form) by ``multiplier, shift`` (MEAN: 1/count folded in, see
+    fixed_point.mean_multiplier), plus out_zp, clamped to the type. TFLM sums in int32 too (it wraps only past
+    2^31 / 32768 = 65536 int16 elements per output, which this sum does not reproduce)."""
+    axes = sorted(int(a) for a in axes)
+    lo, hi = _type_range(dtype)
+    x = te.placeholder(tuple(x_shape), dtype, name="x")
+    raxes = {a: te.reduce_axis((0, int(x_shape[a])), f"r{a}") for a in axes}
+    out_shape = reduced_shape(x_shape, raxes, keep_dims)
+    acc = te.compute(
+        out_shape,
+        lambda *i: te.sum(x[_source_index(x_shape, raxes, keep_dims, i)].astype("int32") - in_zp, axis=list(raxes.values())),
+        name="acc",
+    )
+
+    def out_fn(*i):
+        return clamp_to_int8(multiply_by_quantized_multiplier(acc[i], multiplier, shift) + out_zp, lo, hi, dtype)
+
+    out = te.compute(out_shape, out_fn, name="out")
+    return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])
+
+
+def _pool_window(h, w, i, j, rh, rw, stride, pad):
+    ih = i * stride[0] + rh - pad[0]
+    iw = j * stride[1] + rw - pad[1]
+    return ih, iw, tirx.all(ih >= 0, ih < h, iw >= 0, iw < w)
+
+
+def average_pool(x_shape, dtype: str, pool, stride, pad, out_shape, act_min: int, act_max: int):
+    """AVERAGE_POOL_2D of an integer type (TFLM's integer AveragePool): the int32 sum of the in-bounds window
+    elements divided by their count, rounded half away from zero (C's truncating division of sum +- count/2),
+    clamped to the fused activation's range."""
+    n, h, w, c = (int(d) for d in x_shape)
+    out_shape = tuple(int(d) for d in out_shape)
+    x = te.placeholder((n, h, w, c), dtype, name="x")
+    rh, rw = te.reduce_axis((0, int(pool[0])), "rh"), te.reduce_axis((0, int(pool[1])), "rw")
+
+    def sum_fn(b, i, j, ch):
+        ih, iw, ok = _pool_window(h, w, i, j, rh, rw, stride, pad)
+        return te.sum(tirx.if_then_else(ok, x[b, ih, iw, ch].astype("int32"), 0), axis=[rh, rw])
+
+    total = te.compute(out_shape, sum_fn, name="acc")
+
+    def out_fn(b, i, j, ch):
+        h0, w0 = i * stride[0] - pad[0], j * stride[1] - pad[1]
+        cnt = ((tirx.Min(h0 + pool[0], h) - tirx.Max(h0, 0)) * (tirx.Min(w0 + pool[1], w) - tirx.Max(w0, 0))).astype("int32")
+        s = total[b, i, j, ch]
+        half = tirx.truncdiv(cnt, 2)
+        avg = tirx.Select(s > 0, tirx.truncdiv(s + half, cnt), tirx.truncdiv(s - half, cnt))
+        return clamp_to_int8(avg, act_min, act_max, dtype)
+
+    out = te.compute(out_shape, out_fn, name="out")
+    return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])
+
+
+def max_pool(x_shape, dtype: str, pool, stride, pad, out_shape, act_min: int, act_max: int):
+    """MAX_POOL_2D of an integer type: the largest in-bounds window element (TFLM starts from the type's
+    lowest), clamped to the fused activation's range."""
+    n, h, w, c = (int(d) for d in x_shape)
+    out_shape = tuple(int(d) for d in out_shape)
+    lo, _ = _type_range(dtype)
+    x = te.placeholder((n, h, w, c), dtype, name="x")
+    rh, rw = te.reduce_axis((0, int(pool[0])), "rh"), te.reduce_axis((0, int(pool[1])), "rw")
+
+    def max_fn(b, i, j, ch):
+        ih, iw, ok = _pool_window(h, w, i, j, rh, rw, stride, pad)
+        return te.max(tirx.if_then_else(ok, x[b, ih, iw, ch].astype("int32"), lo), axis=[rh, rw])
+
+    peak = te.compute(out_shape, max_fn, name="acc")
+    out = te.compute(out_shape, lambda *i: clamp_to_int8(peak[i], act_min, act_max, dtype), name="out")
+    return _scalar_accumulator(te.create_prim_func([x, out]), ["acc"])
+
+
+def resize_nearest(x_shape, dtype: str, out_hw):
+    """RESIZE_NEAREST_NEIGHBOR (NHWC) of any element type: a copy through host-made source row / column tables
+    (int32 [out_h], [out_w]; TFLM's GetNearestNeighbor, see passes/integerize.nearest_neighbor_sources)."""
+    n, h, w, c = (int(d) for d in x_shape)
+    oh, ow = (int(d) for d in out_hw)
+    x = te.placeholder((n, h, w, c), dtype, name="x")
+    rows = te.placeholder((oh,), "int32", name="rows")
+    cols = te.placeholder((ow,), "int32", name="cols")
+    out = te.compute((n, oh, ow, c), lambda b, i, j, ch: x[b, rows[i], cols[j], ch], name="out")
     return te.create_prim_func([x, rows, cols, out])

@@ -266,11 +266,12 @@ def quantize_multiplier_signed(real: float) -> tuple[int, int]:
 
 # ------------------------------------------------------------------ PRELU
 
-def prelu_kernel(shape, alpha_shape, in_zp: int, alpha_zp: int, out_zp: int, m1: int, s1: int, m2: int, s2: int):
-    """TFLM's int8 PRELU (BroadcastPrelu4DSlow): x - zp_in >= 0 -> MBQM(x - zp_in, m1, s1), else
-    MBQM((x - zp_in) * (alpha - zp_alpha), m2, s2); + zp_out, clamped. ``alpha`` broadcasts to ``shape``
-    numpy-style (right-aligned, size-1 dimensions repeat)."""
-    x = te.placeholder(shape, "int8", name="x")
+def prelu_kernel(shape, alpha_shape, in_zp: int, alpha_zp: int, out_zp: int, m1: int, s1: int, m2: int, s2: int,
+                 dtype: str = "int8"):
+    """TFLM's int8 or int16 (``dtype``, the input's and output's) PRELU (BroadcastPrelu4DSlow), alpha int8:
+    x - zp_in >= 0 -> MBQM(x - zp_in, m1, s1), else MBQM((x - zp_in) * (alpha - zp_alpha), m2, s2); + zp_out,
+    clamped. ``alpha`` broadcasts to ``shape`` numpy-style (right-aligned, size-1 dimensions repeat)."""
+    x = te.placeholder(shape, dtype, name="x")
     alpha = te.placeholder(alpha_shape, "int8", name="alpha")
     lead = len(shape) - len(alpha_shape)
 
@@ -280,6 +281,7 @@ def prelu_kernel(shape, alpha_shape, in_zp: int, alpha_zp: int, out_zp: int, m1:
         av = alpha[tuple(a_idx)].astype("int32") - alpha_zp
         pos = multiply_by_quantized_multiplier(xv, m1, s1)
         neg = multiply_by_quantized_multiplier(xv * av, m2, s2)
-        return clamp_to_int8(tirx.Select(xv >= 0, pos, neg) + out_zp, -128, 127)
+        lo, hi = (-128, 127) if dtype == "int8" else (-(2**15), 2**15 - 1)
+        return clamp_to_int8(tirx.Select(xv >= 0, pos, neg) + out_zp, lo, hi, dtype)
 
     return te.create_prim_func([x, alpha, te.compute(shape, out_fn, name="out")])

@@ -116,8 +116,10 @@ def cases():
 
 
 
-# the layout operators TFLite Micro has an int16 kernel for (or moves bytes of any type): their 16x8 forms too
-INT16 = {"RESHAPE", "PACK", "UNPACK", "SPLIT", "SPLIT_V", "SLICE", "SQUEEZE", "PAD", "PADV2", "TRANSPOSE", "CONCATENATION",
+# the layout operators TFLite Micro has an int16 kernel for (or moves bytes of any type): their 16x8 forms too.
+# Not PADV2: the converter's 16x8 PADV2 keeps a float32 constant_values, which TFLM's PADV2 refuses (it needs the
+# input's type); tests/test_ops_int16_binary.py makes int16 PADV2 models by hand.
+INT16 = {"RESHAPE", "PACK", "UNPACK", "SPLIT", "SPLIT_V", "SLICE", "SQUEEZE", "PAD", "TRANSPOSE", "CONCATENATION",
          "RESIZE_NEAREST_NEIGHBOR", "EXPAND_DIMS", "STRIDED_SLICE", "REVERSE_V2", "BROADCAST_TO"}  # fmt: skip
 
 

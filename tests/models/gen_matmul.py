@@ -1,7 +1,8 @@
 """Converter-made models of the matmul family: FULLY_CONNECTED (Keras Dense), BATCH_MATMUL, TRANSPOSE_CONV,
 SOFTMAX with a scaling, LOG_SOFTMAX, L2_NORMALIZATION (dev-only: run with /work/tfvenv/bin/python).
 
-Writes tests/models/ops/<OPNAME>-<variant>-<int8|float32>.tflite; an int8 model with float edges (QUANTIZE /
+Writes tests/models/ops/<OPNAME>-<variant>-<int8|float32>.tflite (SOFTMAX16: 16x8 SOFTMAX models, <int16|iofloat-int16>);
+an int8 model with float edges (QUANTIZE /
 DEQUANTIZE at the model's input and output) gets the variant suffix ``-fio``. Every written model is checked to
 contain the operator it is named after (the converter sometimes rewrites one). FULLY_CONNECTED, BATCH_MATMUL and
 TRANSPOSE_CONV are also converted in 16x8 mode (int16 activations, int8 weights, int64 biases): ``-int16``
@@ -9,7 +10,7 @@ TRANSPOSE_CONV are also converted in 16x8 mode (int16 activations, int8 weights,
 
 Usage: ``gen_matmul.py [--kinds int16,int16f] [--only SUBSTRING] [FAMILY ...]``: ``--kinds`` writes only those
 kinds (e.g. the 16x8 ones without rewriting the int8 files), ``--only`` only the variants whose
-``<OPNAME>-<variant>`` contains the substring.
+``<OPNAME>-<variant>`` contains the substring (SOFTMAX16 writes its own files whatever these say).
 """
 
 from __future__ import annotations
@@ -164,8 +165,30 @@ def softmax_family():
     # keras.layers.UnitNormalization converts to SQUARE, SUM, RSQRT, MINIMUM, MUL (no L2_NORMALIZATION)
 
 
+def softmax_int16():
+    """16x8 SOFTMAX models (int16 and float edges), written as SOFTMAX-<variant>-<int16|iofloat-int16>.tflite: only
+    beta-1 SOFTMAX alone (the scaled variants' MUL is another family's int16 operator)."""
+    import tensorflow as tf
+
+    k = tf.keras
+
+    def unary(in_shape):
+        x = k.Input(in_shape, batch_size=1)
+        return k.Model(x, k.layers.Lambda(tf.nn.softmax)(x))
+
+    for variant, shape, kinds in (("beta1-4d", (2, 3, 6), ("int16", "iofloat-int16")), ("beta1-2d", (10,), ("int16",)),
+                                  ("beta1-wide", (3, 200), ("int16",))):
+        for kind in kinds:
+            data, name = convert(unary(shape), "int16", io="float" if kind.startswith("iofloat") else "int16"), f"SOFTMAX-{variant}-{kind}.tflite"
+            ops = _ops_of(data)
+            if "SOFTMAX" not in ops:
+                raise SystemExit(f"{name}: the converter wrote {ops}, no SOFTMAX")
+            write(OUT / name, data)
+            print(f"{name}: {len(data)} B, {ops}")
+
+
 GENERATORS = {"FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul, "TRANSPOSE_CONV": transpose_conv,
-              "SOFTMAX": softmax_family}
+              "SOFTMAX": softmax_family, "SOFTMAX16": softmax_int16}
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,10 @@
 """Converter-made models of the reduction family (dev-only: run with the TensorFlow venv,
 `/work/tfvenv/bin/python tests/models/gen_reduce.py`): reductions (SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_ALL,
-MEAN), ARG_MAX / ARG_MIN, CUMSUM, RESIZE_BILINEAR and the pooling layers, int8 (int8 and float edges) and
-float32. Writes tests/models/ops/<OPNAME>-<variant>-<int8|float32>.tflite and prints each model's operators."""
+MEAN), ARG_MAX / ARG_MIN, CUMSUM, RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR and the pooling layers, int8 (int8
+and float edges), 16x8 (int16 and float edges) and float32. Writes
+tests/models/ops/<OPNAME>-<variant>-<int8|iofloat-int8|int16|iofloat-int16|float32>.tflite and prints each model's
+operators. `gen_reduce.py [FILTER] [KINDS]`: only the models whose <OPNAME>-<variant> contains FILTER, only the
+comma-separated KINDS (e.g. `"" int16,int16f` writes the int16 models and leaves the others alone)."""
 
 from __future__ import annotations
 
@@ -55,13 +58,16 @@ def conv_cumsum():
     return keras.Model(x, L.Conv2D(2, 1)(y))
 
 
-# (op, variant, model factory, kinds): kinds among "int8" (io int8), "int8f" (io float), "float32"
+# (op, variant, model factory, kinds): kinds among "int8" (io int8), "int8f" (io float), "float32", "int16"
+# (16x8, int16 edges) and "int16f" (16x8, float edges); int16 only where TFLite Micro has an int16 kernel
+# (SUM, MEAN, the pools, RESIZE_NEAREST_NEIGHBOR; not REDUCE_MAX/MIN, ARG_*, CUMSUM, RESIZE_BILINEAR)
 ALL = ("int8", "int8f", "float32")
 I8, I8F, I8IO = ("int8",), ("int8", "float32"), ("int8", "int8f")
+I16, I16F = ("int16",), ("int16f",)
 MODELS = [
-    ("SUM", "axis12-keep", lambda: lam((5, 6, 4), lambda x: tf.reduce_sum(x, axis=[1, 2], keepdims=True)), ALL),
-    ("SUM", "axis-1", lambda: lam((4, 7), lambda x: tf.reduce_sum(x, axis=-1)), I8F),
-    ("SUM", "axis0of3", lambda: lam((3, 4, 5), lambda x: tf.reduce_sum(x, axis=1)), I8),
+    ("SUM", "axis12-keep", lambda: lam((5, 6, 4), lambda x: tf.reduce_sum(x, axis=[1, 2], keepdims=True)), ALL + I16 + I16F),
+    ("SUM", "axis-1", lambda: lam((4, 7), lambda x: tf.reduce_sum(x, axis=-1)), I8F + I16),
+    ("SUM", "axis0of3", lambda: lam((3, 4, 5), lambda x: tf.reduce_sum(x, axis=1)), I8 + I16F),
     ("REDUCE_MAX", "axis12", lambda: lam((5, 6, 4), lambda x: tf.reduce_max(x, axis=[1, 2])), ALL),
     ("REDUCE_MAX", "axis-1-keep", lambda: lam((4, 7), lambda x: tf.reduce_max(x, axis=-1, keepdims=True)), I8),
     ("REDUCE_MAX", "globalmax1d", lambda: seq((9, 6), L.GlobalMaxPooling1D()), I8),
@@ -69,12 +75,12 @@ MODELS = [
     ("REDUCE_MIN", "axis1", lambda: lam((5, 6, 4), lambda x: tf.reduce_min(x, axis=1)), I8F),
     ("REDUCE_MIN", "axis02-keep", lambda: lam((5, 6, 4), lambda x: tf.reduce_min(x, axis=[1, 3], keepdims=True)), I8IO),
     ("REDUCE_ALL", "gt0-axis-1", lambda: lam((4, 7), lambda x: tf.cast(tf.reduce_all(x > 0.0, axis=-1), tf.float32)), ("float32",)),
-    ("MEAN", "axis12-keep", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=[1, 2], keepdims=True)), ALL),
-    ("MEAN", "axis12", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=[1, 2])), I8),
-    ("MEAN", "axis-1", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=-1)), I8F),
-    ("MEAN", "axis13", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=[1, 3])), I8),
-    ("MEAN", "globalavg1d", lambda: seq((9, 6), L.GlobalAveragePooling1D()), I8),
-    ("MEAN", "globalavg2d", lambda: seq((5, 7, 6), L.GlobalAveragePooling2D()), I8F),
+    ("MEAN", "axis12-keep", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=[1, 2], keepdims=True)), ALL + I16 + I16F),
+    ("MEAN", "axis12", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=[1, 2])), I8 + I16),
+    ("MEAN", "axis-1", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=-1)), I8F + I16F),
+    ("MEAN", "axis13", lambda: lam((5, 6, 4), lambda x: tf.reduce_mean(x, axis=[1, 3])), I8 + I16),
+    ("MEAN", "globalavg1d", lambda: seq((9, 6), L.GlobalAveragePooling1D()), I8 + I16F),
+    ("MEAN", "globalavg2d", lambda: seq((5, 7, 6), L.GlobalAveragePooling2D()), I8F + I16),
     ("ARG_MAX", "axis-1", lambda: lam((4, 7), lambda x: tf.argmax(x, axis=-1)), ALL),
     ("ARG_MAX", "axis1-int32", lambda: lam((5, 6, 4), lambda x: tf.argmax(x, axis=1, output_type=tf.int32)), I8F),
     ("ARG_MIN", "axis-1", lambda: lam((4, 7), lambda x: tf.argmin(x, axis=-1)), I8F),
@@ -86,21 +92,29 @@ MODELS = [
     ("RESIZE_BILINEAR", "align-corners", lambda: lam((4, 5, 3), lambda x: tf.compat.v1.image.resize_bilinear(x, (7, 9), align_corners=True)), I8F),
     ("RESIZE_BILINEAR", "half-pixel", lambda: lam((4, 5, 3), lambda x: tf.image.resize(x, (7, 3), method="bilinear")), I8F),
     ("RESIZE_BILINEAR", "legacy", lambda: lam((4, 5, 3), lambda x: tf.compat.v1.image.resize_bilinear(x, (6, 8))), I8),
-    ("AVERAGE_POOL_2D", "valid-s2", lambda: seq((8, 8, 3), L.AveragePooling2D(2)), ALL),
-    ("AVERAGE_POOL_2D", "same-3x3-s2", lambda: seq((7, 9, 3), L.AveragePooling2D(3, 2, padding="same")), I8),
-    ("AVERAGE_POOL_2D", "same-3x3-s1", lambda: seq((5, 6, 3), L.AveragePooling2D(3, 1, padding="same")), I8F),
-    ("AVERAGE_POOL_2D", "relu", lambda: lam((6, 6, 3), lambda x: tf.nn.relu(tf.nn.avg_pool2d(x, 2, 2, "VALID"))), I8F),
-    ("MAX_POOL_2D", "valid-s2", lambda: seq((8, 8, 3), L.MaxPooling2D(2)), I8F),
-    ("MAX_POOL_2D", "same-3x3-s2", lambda: seq((7, 9, 3), L.MaxPooling2D(3, 2, padding="same")), I8IO),
-    ("MAX_POOL_2D", "valid-3x2-s1", lambda: seq((6, 7, 3), L.MaxPooling2D((3, 2), 1)), I8),
-    ("MAX_POOL_2D", "relu6", lambda: lam((6, 6, 3), lambda x: tf.nn.relu6(tf.nn.max_pool2d(x, 2, 2, "VALID"))), I8F),
+    ("AVERAGE_POOL_2D", "valid-s2", lambda: seq((8, 8, 3), L.AveragePooling2D(2)), ALL + I16 + I16F),
+    ("AVERAGE_POOL_2D", "same-3x3-s2", lambda: seq((7, 9, 3), L.AveragePooling2D(3, 2, padding="same")), I8 + I16),
+    ("AVERAGE_POOL_2D", "same-3x3-s1", lambda: seq((5, 6, 3), L.AveragePooling2D(3, 1, padding="same")), I8F + I16F),
+    ("AVERAGE_POOL_2D", "relu", lambda: lam((6, 6, 3), lambda x: tf.nn.relu(tf.nn.avg_pool2d(x, 2, 2, "VALID"))), I8F + I16),
+    ("MAX_POOL_2D", "valid-s2", lambda: seq((8, 8, 3), L.MaxPooling2D(2)), I8F + I16),
+    ("MAX_POOL_2D", "same-3x3-s2", lambda: seq((7, 9, 3), L.MaxPooling2D(3, 2, padding="same")), I8IO + I16F),
+    ("MAX_POOL_2D", "valid-3x2-s1", lambda: seq((6, 7, 3), L.MaxPooling2D((3, 2), 1)), I8 + I16),
+    ("MAX_POOL_2D", "relu6", lambda: lam((6, 6, 3), lambda x: tf.nn.relu6(tf.nn.max_pool2d(x, 2, 2, "VALID"))), I8F + I16),
+    ("RESIZE_NEAREST_NEIGHBOR", "legacy", lambda: lam((4, 5, 3), lambda x: tf.compat.v1.image.resize_nearest_neighbor(x, (8, 7))), I16 + I16F),
+    ("RESIZE_NEAREST_NEIGHBOR", "half-pixel", lambda: lam((4, 5, 3), lambda x: tf.image.resize(x, (7, 3), method="nearest")), I16),
+    ("RESIZE_NEAREST_NEIGHBOR", "align-corners", lambda: lam((4, 5, 3), lambda x: tf.compat.v1.image.resize_nearest_neighbor(x, (7, 9), align_corners=True)), I16),
     ("L2_POOL_2D", "probe", lambda: lam((6, 6, 3), lambda x: tf.sqrt(tf.nn.avg_pool2d(tf.square(x), 2, 2, "VALID"))), ("float32",)),
 ]
 
 
-def main(only: str | None = None):
-    write_models(MODELS, OUT, only)
+def main(only: str | None = None, kinds: str | None = None):
+    """``kinds``: a comma-separated subset of kinds to (re)write (e.g. "int16,int16f"), leaving the others alone."""
+    models = MODELS
+    if kinds:
+        keep = set(kinds.split(","))
+        models = [(op, v, f, tuple(k for k in ks if k in keep)) for op, v, f, ks in MODELS]
+    write_models(models, OUT, only)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    main(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else None, sys.argv[2] if len(sys.argv) > 2 else None)

@@ -1,6 +1,7 @@
 """Binary (and n-ary elementwise) operators on int8: SUB, SQUARED_DIFFERENCE, DIV, MAXIMUM, MINIMUM, ADD_N, the
-comparisons (bool out), SELECT_V2; the int32 ADD / SUB / MUL / SQUARED_DIFFERENCE (two's-complement wrapping,
-as TFLM); LOGICAL_AND / OR / NOT and float SELECT_V2 as kernels where the model is integerized.
+comparisons (bool out), SELECT_V2; on int16 (16x8 models) those TFLM has int16 kernels for: ADD, SUB, MUL,
+SQUARED_DIFFERENCE, MAXIMUM, MINIMUM, SELECT_V2; the int32 ADD / SUB / MUL / SQUARED_DIFFERENCE (two's-complement
+wrapping, as TFLM); LOGICAL_AND / OR / NOT and float SELECT_V2 as kernels where the model is integerized.
 
 A model with int8 tensors goes through passes/integerize.py, which keeps only edgemem's kernels (call_tir):
 there, every operator of this family is an edgemem kernel, also on bool / float32 / int32 operands. In a
@@ -19,6 +20,15 @@ them (float32 or double, which matters on ties):
 - ADD_N: every input (one scale and zero point for all) at left shift 20 times 0.5; TFLM's accumulator
   starts from the rescaled *input offset* (-zero point), not from 0, and so does ours.
 - MAXIMUM / MINIMUM / SELECT_V2: the raw int8 values (TFLM ignores the quantization).
+- int16 ADD / SUB: as int8 SUB with a left shift of 15 (TFLM's general path; TFLite's power-of-two "pot"
+  path is not in TFLM: its int16 ADD passes pot_scale=false and its SUB has none). Any zero points.
+- int16 MUL: the int32 product of the raw values times QuantizeMultiplier(s1 s2 / so) (double); the
+  multiplier's left shift wraps in int32 as in TFLM (kernels/binary.py). Zero points 0, as TFLM requires.
+- int16 SQUARED_DIFFERENCE: left shift 0, the difference squared, times QuantizeMultiplier(
+  (2 max scale)^2 / so) (may exceed 1: wrapping as MUL). Zero points 0.
+- int16 comparisons: TFLM has only GREATER on int16, and its Prepare leaves the int16 scaling unset
+  (multipliers 0: every element compares 0 > 0, false); edgemem does not copy that and refuses int16
+  comparisons (frontend/support.py names them). ADD_N has no int16 kernel in TFLM.
 - DIV: TFLM's DivElementwise (a reciprocal of the divisor in Q31, the dividend normalised by its leading
   sign bits): the divisor's reciprocal and shift and the dividend's leading sign bits come from tables over
   the 256 int8 values (computed in Python with gemmlowp's Newton-Raphson, ~1.8 KB of flash), the rest in
@@ -34,7 +44,7 @@ import tflite
 from tvm import tirx
 
 from ...kernels import binary as K
-from ...kernels.fixed_point import clamp_to_int8, multiply_by_quantized_multiplier, quantize_multiplier
+from ...kernels.fixed_point import clamp_to_int8, multiply_by_quantized_multiplier, quantize_multiplier, quantize_round
 from ...passes.integerize import _activation_range
 from .registry import OpContext, lowering
 
@@ -96,6 +106,32 @@ def _i8(ctx: OpContext, t, what: str):
     return scale, zp
 
 
+_RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
+
+
+def _q(ctx: OpContext, t, what: str, dtype: str, zero: bool = False):
+    """(scale, zero point) of a per-tensor quantized ``dtype`` tensor; ``zero``: TFLM requires a zero point of 0."""
+    scale, zp = ctx.scale_zp(t, what)
+    lo, hi = _RANGES[dtype]
+    if zero and zp != 0:
+        ctx.refuse(f"its {what} zero point is {zp}; TFLite Micro's {dtype} {ctx.name} requires 0.")
+    if not lo <= zp <= hi:
+        ctx.refuse(f"its {what} zero point {zp} is outside {dtype}.")
+    return scale, zp
+
+
+def _quantized_activation_range(kind: str, scale: float, zp: int, dtype: str) -> tuple[int, int]:
+    """TFLite's CalculateActivationRangeQuantized for an int8 or int16 output."""
+    lo, hi = _RANGES[dtype]
+    if kind == "RELU":
+        return max(lo, quantize_round(0.0, scale, zp)), hi
+    if kind == "RELU6":
+        return max(lo, quantize_round(0.0, scale, zp)), min(hi, quantize_round(6.0, scale, zp))
+    if kind == "RELU_N1_TO_1":
+        return max(lo, quantize_round(-1.0, scale, zp)), min(hi, quantize_round(1.0, scale, zp))
+    return lo, hi
+
+
 def _smaller_than_one(ctx: OpContext, real: float, what: str) -> tuple[int, int]:
     """TFLite's QuantizeMultiplierSmallerThanOneExp (it aborts outside (0, 1))."""
     if not 0.0 < real < 1.0:
@@ -139,25 +175,62 @@ def _kernel_path(ctx: OpContext, tensors) -> bool:
 
 @lowering("SUB", types=("int8",))
 def sub_int8(ctx: OpContext):
+    return _add_sub(ctx, "int8")
+
+
+@lowering("ADD", "SUB", types=("int16",))
+def add_sub_int16(ctx: OpContext):
+    """int16 ADD / SUB: TFLM's general path (AddElementwise / SubElementwise with left shift 15), the only one
+    its kernels take for int16 -- TFLite's power-of-two-scale path (pot_scale_int16) is not in TFLM."""
+    return _add_sub(ctx, "int16")
+
+
+def _add_sub(ctx: OpContext, dtype: str):
     a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    _same_types(ctx, [b, y], "int8")
-    (s1, z1), (s2, z2), (so, zo) = _i8(ctx, a, "first input"), _i8(ctx, b, "second input"), _i8(ctx, y, "output")
-    act_min, act_max = _activation_range(_fused_activation(ctx, tflite.SubOptions), so, zo)
-    left = 20
-    # In double, as ADD: the TFLM source's sub_common.cc now divides in float32, but the TFLM build edgemem
-    # is checked against (the tflite_micro package) rounds as double (all 65536 pairs compared).
+    _same_types(ctx, [b, y], dtype)
+    (s1, z1), (s2, z2), (so, zo) = (_q(ctx, t, what, dtype) for t, what in ((a, "first input"), (b, "second input"), (y, "output")))
+    options = tflite.AddOptions if ctx.name == "ADD" else tflite.SubOptions
+    act_min, act_max = _quantized_activation_range(_fused_activation(ctx, options), so, zo, dtype)
+    left = 20 if dtype == "int8" else 15
+    # In double, as add_common.cc: the TFLM source's sub_common.cc now divides in float32, but the TFLM build
+    # edgemem is checked against (the tflite_micro package) rounds as double (int8: all 65536 pairs compared;
+    # int16: all 65536 values against permuted partners, scales where float32 and double multipliers differ).
     twice = 2.0 * float(max(_f32(s1), _f32(s2)))
     m1, sh1 = _smaller_than_one(ctx, float(_f32(s1)) / twice, "first input")
     m2, sh2 = _smaller_than_one(ctx, float(_f32(s2)) / twice, "second input")
     mo, sho = _smaller_than_one(ctx, twice / ((1 << left) * float(_f32(so))), "output")
     ops = [_operand(ctx, a), _operand(ctx, b)]
     _check_broadcast(ctx, [ops[0][1], ops[1][1]])
+    subtract = ctx.name == "SUB"
 
     def fn(va, vb):
-        diff = K.rescaled(va, -z1, left, m1, sh1) - K.rescaled(vb, -z2, left, m2, sh2)
-        return clamp_to_int8(multiply_by_quantized_multiplier(diff, mo, sho) + zo, act_min, act_max)
+        x1, x2 = K.rescaled(va, -z1, left, m1, sh1), K.rescaled(vb, -z2, left, m2, sh2)
+        raw = x1 - x2 if subtract else x1 + x2
+        return clamp_to_int8(multiply_by_quantized_multiplier(raw, mo, sho) + zo, act_min, act_max, dtype)
 
-    return _emit(ctx, "SUB", ops, "int8", fn)
+    return _emit(ctx, ctx.name, ops, dtype, fn)
+
+
+# ---------------------------------------------------------------- MUL (int16)
+
+@lowering("MUL", types=("int16",))
+def mul_int16(ctx: OpContext):
+    """TFLM's int16 MUL (reference_integer_ops::MulElementwise / BroadcastMul6DSlow): the int32 product times
+    QuantizeMultiplier(s1 s2 / so) in double, through the int32 MultiplyByQuantizedMultiplier, whose
+    ``x << shift`` wraps for a multiplier above 1; zero points must be 0 (TFLM's Prepare checks)."""
+    a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    _same_types(ctx, [b, y], "int16")
+    (s1, _), (s2, _), (so, _) = (_q(ctx, t, what, "int16", zero=True) for t, what in ((a, "first input"), (b, "second input"), (y, "output")))
+    act_min, act_max = _quantized_activation_range(_fused_activation(ctx, tflite.MulOptions), so, 0, "int16")
+    mo, sho = quantize_multiplier(float(_f32(s1)) * float(_f32(s2)) / float(_f32(so)))
+    ops = [_operand(ctx, a), _operand(ctx, b)]
+    _check_broadcast(ctx, [ops[0][1], ops[1][1]])
+
+    def fn(va, vb):
+        product = va.astype("int32") * vb.astype("int32")  # at most 2^30: no overflow
+        return clamp_to_int8(K.multiply_by_quantized_multiplier_wrapping(product, mo, sho), act_min, act_max, "int16")
+
+    return _emit(ctx, "MUL", ops, "int16", fn)
 
 
 # ---------------------------------------------------------------- SQUARED_DIFFERENCE
@@ -180,6 +253,27 @@ def squared_difference_int8(ctx: OpContext):
         return clamp_to_int8(multiply_by_quantized_multiplier(diff * diff, mo, sho) + zo, -128, 127)
 
     return _emit(ctx, "SQUARED_DIFFERENCE", ops, "int8", fn)
+
+
+@lowering("SQUARED_DIFFERENCE", types=("int16",))
+def squared_difference_int16(ctx: OpContext):
+    """TFLM's int16 SQUARED_DIFFERENCE: left shift 0, zero points 0 (its Prepare checks); the squared difference
+    (at most 2^30) times an output multiplier that may exceed 1 (then wrapping as TFLM's int32 shift does)."""
+    a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    _same_types(ctx, [b, y], "int16")
+    (s1, _), (s2, _), (so, _) = (_q(ctx, t, what, "int16", zero=True) for t, what in ((a, "first input"), (b, "second input"), (y, "output")))
+    twice = 2.0 * float(max(_f32(s1), _f32(s2)))  # double here
+    m1, sh1 = _smaller_than_one(ctx, float(_f32(s1)) / twice, "first input")
+    m2, sh2 = _smaller_than_one(ctx, float(_f32(s2)) / twice, "second input")
+    mo, sho = quantize_multiplier(twice * twice / float(_f32(1) * _f32(so)))
+    ops = [_operand(ctx, a), _operand(ctx, b)]
+    _check_broadcast(ctx, [ops[0][1], ops[1][1]])
+
+    def fn(va, vb):
+        diff = K.rescaled(va, 0, 0, m1, sh1) - K.rescaled(vb, 0, 0, m2, sh2)
+        return clamp_to_int8(K.multiply_by_quantized_multiplier_wrapping(diff * diff, mo, sho), -32768, 32767, "int16")
+
+    return _emit(ctx, "SQUARED_DIFFERENCE", ops, "int16", fn)
 
 
 # ---------------------------------------------------------------- DIV
@@ -205,14 +299,15 @@ def div_int8(ctx: OpContext):
 
 # ---------------------------------------------------------------- MAXIMUM / MINIMUM
 
-@lowering("MAXIMUM", "MINIMUM", types=("int8",))
+@lowering("MAXIMUM", "MINIMUM", types=("int8", "int16"))
 def max_min_int8(ctx: OpContext):
     a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
-    _same_types(ctx, [a, b, y], "int8")
+    dtype = ctx.dtype(a)
+    _same_types(ctx, [a, b, y], dtype)
     ops = [_operand(ctx, a), _operand(ctx, b)]
     _check_broadcast(ctx, [ops[0][1], ops[1][1]])
     pick = tirx.Max if ctx.name == "MAXIMUM" else tirx.Min
-    return _emit(ctx, ctx.name, ops, "int8", lambda va, vb: pick(va, vb))
+    return _emit(ctx, ctx.name, ops, dtype, lambda va, vb: pick(va, vb))
 
 
 # ---------------------------------------------------------------- comparisons
@@ -243,16 +338,16 @@ def compare_int8(ctx: OpContext):
 
 # ---------------------------------------------------------------- SELECT_V2
 
-@lowering("SELECT_V2", types=("bool", "int8", "float32", "int32"))
+@lowering("SELECT_V2", types=("bool", "int8", "int16", "float32", "int32"))
 def select_v2(ctx: OpContext):
     c, x, z, y = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2], ctx.outputs[0]
     dtype = ctx.dtype(x)
-    if dtype != "int8" and not _kernel_path(ctx, ctx.inputs):
+    if dtype not in ("int8", "int16") and not _kernel_path(ctx, ctx.inputs):
         return ctx.conv.convert_select(ctx.op)  # TVM's where(), legalized in a float model
     _same_types(ctx, [c], "bool")
     _same_types(ctx, [z, y], dtype)
-    if dtype not in ("int8", "float32", "int32"):
-        ctx.refuse(f"its values are {dtype}; edgemem's SELECT_V2 takes int8, float32 or int32.")
+    if dtype not in ("int8", "int16", "float32", "int32"):
+        ctx.refuse(f"its values are {dtype}; edgemem's SELECT_V2 takes int8, int16, float32 or int32.")
     ops = [_operand(ctx, c), _operand(ctx, x), _operand(ctx, z)]
     _check_broadcast(ctx, [o[1] for o in ops])
     return _emit(ctx, "SELECT_V2", ops, dtype, lambda vc, vx, vz: tirx.Select(vc, vx, vz))

@@ -402,7 +402,7 @@ def fill(ctx: OpContext):
     return _emit_copy(ctx, "FILL", prim, [ctx.expr(value)], y)
 
 
-_CAST_TYPES = ("int8", "int32", "float32", "bool")
+_CAST_TYPES = ("int8", "int16", "int32", "float32", "bool")
 
 
 @lowering("CAST", types=_CAST_TYPES)
@@ -412,3 +412,92 @@ def cast(ctx: OpContext):
     if dst not in _CAST_TYPES:
         ctx.refuse(f"cast {src} -> {dst} is not supported (edgemem casts between {', '.join(_CAST_TYPES)}).")
     return _emit_copy(ctx, "CAST", k.cast(ctx.shape(x), src, dst), [ctx.expr(x)], y)
+
+
+# ---------------------------------------------------------------- int16 joins (int8 ones: passes/integerize.py)
+
+def _zero_points_zero(ctx: OpContext, tensors, what: str):
+    for t in tensors:
+        q = ctx.quant(t)
+        if q is not None and np.any(q[1] != 0):
+            ctx.refuse(f"its {what} '{ctx.tensor_name(t)}' has zero point {int(q[1][0])}; TFLite Micro's int16 {ctx.name} requires 0.")
+
+
+def _operand(ctx: OpContext, t):
+    """A constant's numpy value (flash) or the activation's expr."""
+    v = ctx.value(t)
+    return ctx.expr(t) if v is None else np.ascontiguousarray(v).reshape(ctx.shape(t) or (1,))
+
+
+@lowering("CONCATENATION", types=("int16",))
+def concatenation_int16(ctx: OpContext):
+    """TFLM's int16 CONCATENATION copies raw values (no requantization, whatever the scales; zero points must
+    be 0 and the fused activation NONE, its Prepare checks)."""
+    y = ctx.outputs[0]
+    for t in ctx.inputs:
+        if ctx.dtype(t) != ctx.dtype(y):
+            ctx.refuse(f"input '{ctx.tensor_name(t)}' is {ctx.dtype(t)}, the output {ctx.dtype(y)}.")
+    _zero_points_zero(ctx, [*ctx.inputs, y], "tensor")
+    opts = ctx.options(tflite.ConcatenationOptions)
+    if opts is not None and opts.FusedActivationFunction() != 0:
+        ctx.refuse("it has a fused activation; TFLite Micro's CONCATENATION takes none.")
+    out_shape = ctx.shape(y)
+    rank = len(out_shape)
+    axis = (opts.Axis() if opts is not None else 0) % max(rank, 1)
+    shapes = [ctx.shape(t) for t in ctx.inputs]
+    starts = np.cumsum([0] + [s[axis] for s in shapes]).tolist()
+    if starts[-1] != out_shape[axis]:
+        ctx.refuse(f"its inputs' sizes along axis {axis} do not add up to the output's {out_shape[axis]}.")
+
+    def fn(xs, o):
+        value = None
+        for i in range(len(xs) - 1, -1, -1):  # input i holds output positions starts[i] .. starts[i + 1] - 1
+            if shapes[i][axis] == 0:
+                continue
+            here = xs[i][tuple(oi - starts[i] if a == axis else oi for a, oi in enumerate(o))]
+            value = here if value is None else tirx.if_then_else(o[axis] < starts[i + 1], here, value)
+        return value
+
+    prim = k.pick(shapes, [ctx.dtype(t) for t in ctx.inputs], out_shape, ctx.dtype(y), fn)
+    return _emit_copy(ctx, "CONCATENATION", prim, [_operand(ctx, t) for t in ctx.inputs], y)
+
+
+@lowering("PAD", "PADV2", types=("int16",))
+def pad_int16(ctx: OpContext):
+    """TFLM's int16 PAD pads with 0 -- the raw value, not the zero point (its int8 PAD uses the zero point) --,
+    PADV2 with the raw int16 of its constant_values (read when the kernel runs: it may be an activation)."""
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    shape, out_shape = ctx.shape(x), ctx.shape(y)
+    pads = _vec(ctx, ctx.inputs[1], "paddings")
+    if len(pads) != 2 * len(out_shape) or len(shape) != len(out_shape):
+        ctx.refuse(f"its paddings {pads} do not give two values per axis of its {len(out_shape)}-D output.")
+    if len(shape) > 5:
+        ctx.refuse(f"its input has {len(shape)} dimensions; TFLite Micro's PAD takes at most 5.")
+    before = pads[0::2]
+    for a, (d, n) in enumerate(zip(shape, out_shape)):
+        if before[a] < 0 or pads[2 * a + 1] < 0 or d + before[a] + pads[2 * a + 1] != n:
+            ctx.refuse(f"its paddings {pads[2 * a:2 * a + 2]} on axis {a} do not take size {d} to {n}.")
+    dtype = ctx.dtype(y)
+    args, shapes, dtypes = [ctx.expr(x)], [shape], [ctx.dtype(x)]
+    has_value = ctx.name == "PADV2" and ctx.present(2)
+    if has_value:
+        v = ctx.inputs[2]
+        if ctx.dtype(v) != dtype:
+            ctx.refuse(f"its constant_values '{ctx.tensor_name(v)}' is {ctx.dtype(v)}, its input {dtype}; TFLite Micro's "
+                       f"PADV2 needs both of one type (it refuses this model too). Convert the model with the pad value "
+                       f"quantized, or pad with zeros (PAD).")
+        if int(np.prod(ctx.shape(v) or (1,))) != 1:
+            ctx.refuse(f"its constant_values '{ctx.tensor_name(v)}' has {int(np.prod(ctx.shape(v)))} elements; PADV2 takes one.")
+        args.append(_operand(ctx, v))
+        shapes.append(ctx.shape(v) or (1,))
+        dtypes.append(dtype)
+
+    def fn(xs, o):
+        pad_value = xs[1][(0,) * len(shapes[1])] if has_value else tirx.const(0, dtype)
+        rel = [oi - b for oi, b in zip(o, before)]
+        inside = tirx.all(*[tirx.all(r >= 0, r < d) for r, d in zip(rel, shape)]) if rel else tirx.const(True, "bool")
+        safe = tuple(tirx.Max(tirx.Min(r, d - 1), 0) for r, d in zip(rel, shape))
+        return tirx.if_then_else(inside, xs[0][safe], pad_value)
+
+    prim = k.pick(shapes, dtypes, out_shape, dtype, fn)
+    return _emit_copy(ctx, ctx.name, prim, args, y)

@@ -118,7 +118,7 @@ def _softmax_beta(ctx: OpContext) -> float:
 @lowering("SOFTMAX", types=("int8", "float32"))
 def softmax(ctx: OpContext):
     """SOFTMAX over the last axis, any beta. int8: TFLM's fixed-point reference (kernels/matmul.softmax_int8;
-    integerize's float form was within one step of it only). float32: TVM's softmax of beta * x."""
+    integerize's float form was within one step of it only), with an int8 or an int16 output. float32: TVM's softmax of beta * x."""
     from tvm import relax
 
     x, y = ctx.inputs[0], ctx.outputs[0]
@@ -133,13 +133,46 @@ def softmax(ctx: OpContext):
         return ctx.conv.bb.emit(relax.op.nn.softmax(data, axis=-1))
     in_scale, _ = ctx.scale_zp(x, "input")
     out_scale, out_zp = ctx.scale_zp(y, "output")
-    if ctx.dtype(y) != "int8" or out_zp != -128 or np.float32(out_scale) != np.float32(1.0 / 256):
-        ctx.refuse(f"its output is {ctx.dtype(y)} with scale {out_scale} and zero point {out_zp}; TFLite's int8 SOFTMAX writes int8 with 1/256 and -128.")
+    out_dtype = ctx.dtype(y)
+    # TFLM's int8 SOFTMAX writes int8 (1/256, -128) or int16 (1/65536 within 0.1%, -32768: the mixed form)
+    int8_out = out_dtype == "int8" and out_zp == -128 and np.float32(out_scale) == np.float32(1.0 / 256)
+    int16_out = out_dtype == "int16" and out_zp == -32768 and \
+        abs(np.float32(out_scale) - np.float32(1.0 / 65536)) <= np.float32(0.001) * np.float32(1.0 / 65536)
+    if not (int8_out or int16_out):
+        ctx.refuse(f"its output is {out_dtype} with scale {out_scale} and zero point {out_zp}; TFLite's int8 SOFTMAX writes int8 with "
+                   "1/256 and -128, or int16 with 1/65536 and -32768.")
     depth = shape[-1]
     rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
     table, _ = kernels.softmax_exp_table(in_scale, beta)
     flat = ctx.reshape(ctx.expr(x), (rows, depth))
-    out = ctx.emit("SOFTMAX", kernels.softmax_int8(rows, depth), [flat, table], (rows, depth), "int8")
+    out = ctx.emit("SOFTMAX", kernels.softmax_int8(rows, depth, out_dtype), [flat, table], (rows, depth), out_dtype)
+    return ctx.reshape(out, shape)
+
+
+@lowering("SOFTMAX", types=("int16",))
+def softmax_int16(ctx: OpContext):
+    """int16 SOFTMAX over the last axis, any beta: TFLM's SoftmaxInt16 (zero points 0, output scale 2^-15),
+    the input multiplier QuantizeMultiplier(double(s_in) * beta / (10 / 65535)) and the two 513-entry tables of
+    its Prepare (kernels/unary16.py), 2 KB of flash."""
+    from ...kernels import unary16 as K16
+
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    shape = ctx.shape(x)
+    if not shape:
+        ctx.refuse("its input is a scalar; SOFTMAX needs at least one axis.")
+    in_scale, in_zp = ctx.scale_zp(x, "input")
+    out_scale, out_zp = ctx.scale_zp(y, "output")
+    if ctx.dtype(y) != "int16" or in_zp != 0 or out_zp != 0 or abs(np.float32(out_scale) - np.float32(1 / 32768)) > np.float32(0.001 / 32768):
+        ctx.refuse(f"its output is {ctx.dtype(y)} with scale {out_scale:g} and zero points {in_zp} (input), {out_zp} (output); "
+                   "TFLite Micro's int16 SOFTMAX takes zero points 0 and writes int16 with scale 1/32768.")
+    beta = float(np.float32(_softmax_beta(ctx)))
+    multiplier, shift = quantize_multiplier(float(np.float32(in_scale)) * beta / (10.0 / 65535.0))
+    depth = shape[-1]
+    rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    exp_lut = K16.shared_table(ctx.conv, "softmax_exp_i16", lambda: K16.softmax_int16_luts()[0])
+    recip_lut = K16.shared_table(ctx.conv, "softmax_recip_i16", lambda: K16.softmax_int16_luts()[1])
+    flat = ctx.reshape(ctx.expr(x), (rows, depth))
+    out = ctx.emit("SOFTMAX", K16.softmax_int16(rows, depth, multiplier, shift), [flat, exp_lut, recip_lut], (rows, depth), "int16")
     return ctx.reshape(out, shape)
 
 

@@ -12,6 +12,10 @@ resize_bilinear.cc, pooling.cc); kernels in kernels/reductions.py and kernels/in
 - RESIZE_BILINEAR int8: TFLM's 10-bit fixed-point ResizeBilinearInteger.
 - AVERAGE_POOL_2D / MAX_POOL_2D int8: taken over from integerize so that fused activations and models with
   int8 inputs (where TVM's own integer average pool truncates) get TFLM's rounding and clamp.
+- int16 (16x8 models): SUM, MEAN, AVERAGE_POOL_2D, MAX_POOL_2D with the int8 arithmetic on int16 (TFLM's
+  kernels are templates; MEAN int16 takes the same QuantizedMeanOrSum path as int8, equal scales included), and
+  RESIZE_NEAREST_NEIGHBOR int16 (a copy). TFLite Micro has no int16 REDUCE_MAX, REDUCE_MIN, ARG_MAX, ARG_MIN,
+  CUMSUM or RESIZE_BILINEAR: those stay refused for int16 (frontend/support.py names them).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import tflite
 
 from ...kernels import int8_ops
 from ...kernels import reductions as kr
-from ...kernels.fixed_point import mean_multiplier, quantize_multiplier, rescale_multiplier
+from ...kernels.fixed_point import mean_multiplier, quantize_multiplier, quantize_round, rescale_multiplier
 from .registry import OpContext, lowering
 
 
@@ -85,18 +89,24 @@ def _mean_or_sum(ctx: OpContext, mean: bool):
         multiplier, shift = mean_multiplier(in_scale, out_scale, count)
     else:
         multiplier, shift = rescale_multiplier(in_scale, out_scale)
-    prim = int8_ops.mean(x_shape, axes, keep, in_zp, multiplier, shift, out_zp)
+    dtype = ctx.dtype(x)
+    if ctx.dtype(y) != dtype:
+        ctx.refuse(f"its output is {ctx.dtype(y)}, its input {dtype}; TFLite Micro's {ctx.name} keeps the type.")
+    if dtype == "int8":
+        prim = int8_ops.mean(x_shape, axes, keep, in_zp, multiplier, shift, out_zp)
+    else:
+        prim = kr.mean_or_sum(x_shape, axes, keep, dtype, in_zp, multiplier, shift, out_zp)
     shape = kr.reduced_shape(x_shape, set(axes), keep)
-    return _finish(ctx, ctx.emit(ctx.name, prim, [ctx.expr(x)], shape, "int8", macs=int(np.prod(shape)) * count), shape)
+    return _finish(ctx, ctx.emit(ctx.name, prim, [ctx.expr(x)], shape, dtype, macs=int(np.prod(shape)) * count), shape)
 
 
-@lowering("SUM", types=("int8",))
-def sum_int8(ctx: OpContext):
+@lowering("SUM", types=("int8", "int16"))
+def sum_int(ctx: OpContext):
     return _mean_or_sum(ctx, mean=False)
 
 
-@lowering("MEAN", types=("int8",))
-def mean_int8(ctx: OpContext):
+@lowering("MEAN", types=("int8", "int16"))
+def mean_int(ctx: OpContext):
     return _mean_or_sum(ctx, mean=True)
 
 
@@ -217,15 +227,27 @@ def _same_padding(size: int, filt: int, stride: int) -> tuple[int, int]:
     return out, total // 2
 
 
-def _pool(ctx: OpContext, kind: str):
-    from ...passes.integerize import _activation_range
+def _activation_range(kind: str, scale: float, zp: int, lo: int, hi: int) -> tuple[int, int]:
+    """TFLite's CalculateActivationRangeQuantized for an output of range [lo, hi]."""
+    if kind == "RELU":
+        return max(lo, quantize_round(0.0, scale, zp)), hi
+    if kind == "RELU6":
+        return max(lo, quantize_round(0.0, scale, zp)), min(hi, quantize_round(6.0, scale, zp))
+    if kind == "RELU_N1_TO_1":
+        return max(lo, quantize_round(-1.0, scale, zp)), min(hi, quantize_round(1.0, scale, zp))
+    return lo, hi
 
+
+def _pool(ctx: OpContext, kind: str):
     x, y = ctx.inputs[0], ctx.outputs[0]
+    dtype = ctx.dtype(x)
     in_scale, in_zp = ctx.scale_zp(x, "input")
     out_scale, out_zp = ctx.scale_zp(y, "output")
     if abs(float(np.float32(in_scale)) - float(np.float32(out_scale))) > 1e-6 or in_zp != out_zp:
         ctx.refuse(f"its input and output are quantized differently ({in_scale}, {in_zp} vs {out_scale}, {out_zp}); "
-                   f"TFLite Micro's int8 {kind} requires one quantization.")
+                   f"TFLite Micro's {dtype} {kind} requires one quantization.")
+    if ctx.dtype(y) != dtype:
+        ctx.refuse(f"its output is {ctx.dtype(y)}, its input {dtype}; TFLite Micro's {kind} keeps the type.")
     x_shape, out_shape = ctx.shape(x), ctx.shape(y)
     if len(x_shape) != 4:
         ctx.refuse(f"{kind} takes a 4-D NHWC input.")
@@ -233,24 +255,58 @@ def _pool(ctx: OpContext, kind: str):
     filt, stride = (o.FilterHeight(), o.FilterWidth()), (o.StrideH(), o.StrideW())
     act = _ACTIVATIONS.get(o.FusedActivationFunction())
     if act is None:
-        ctx.refuse(f"fused activation {o.FusedActivationFunction()} is not one TFLite Micro applies to int8 pools.")
+        ctx.refuse(f"fused activation {o.FusedActivationFunction()} is not one TFLite Micro applies to {dtype} pools.")
     if o.Padding() == tflite.Padding.SAME:
         (oh, pt), (ow, pl) = _same_padding(x_shape[1], filt[0], stride[0]), _same_padding(x_shape[2], filt[1], stride[1])
     else:
         oh, ow, pt, pl = (x_shape[1] - filt[0]) // stride[0] + 1, (x_shape[2] - filt[1]) // stride[1] + 1, 0, 0
     if (oh, ow) != tuple(out_shape[1:3]):
         ctx.refuse(f"its output shape {list(out_shape)} does not match the {kind} window ({oh}x{ow} expected).")
-    rq = int8_ops.Requant(out_zp, *_activation_range(act, out_scale, out_zp))
-    build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
-    prim = build(x_shape, filt, stride, (pt, pl), out_shape, rq)
-    return ctx.emit(kind, prim, [ctx.expr(x)], out_shape, "int8", macs=int(np.prod(out_shape)) * filt[0] * filt[1])
+    lo, hi = (-128, 127) if dtype == "int8" else (-32768, 32767)
+    act_min, act_max = _activation_range(act, out_scale, out_zp, lo, hi)
+    if dtype == "int8":
+        rq = int8_ops.Requant(out_zp, act_min, act_max)
+        build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
+        prim = build(x_shape, filt, stride, (pt, pl), out_shape, rq)
+    else:
+        build = kr.average_pool if kind == "AVERAGE_POOL_2D" else kr.max_pool
+        prim = build(x_shape, dtype, filt, stride, (pt, pl), out_shape, act_min, act_max)
+    return ctx.emit(kind, prim, [ctx.expr(x)], out_shape, dtype, macs=int(np.prod(out_shape)) * filt[0] * filt[1])
 
 
-@lowering("AVERAGE_POOL_2D", types=("int8",))
+@lowering("AVERAGE_POOL_2D", types=("int8", "int16"))
 def average_pool(ctx: OpContext):
     return _pool(ctx, "AVERAGE_POOL_2D")
 
 
-@lowering("MAX_POOL_2D", types=("int8",))
+@lowering("MAX_POOL_2D", types=("int8", "int16"))
 def max_pool(ctx: OpContext):
     return _pool(ctx, "MAX_POOL_2D")
+
+
+# ---------------------------------------------------------------- RESIZE_NEAREST_NEIGHBOR int16
+
+@lowering("RESIZE_NEAREST_NEIGHBOR", types=("int16",))
+def resize_nearest(ctx: OpContext):
+    """int16 (TFLM's reference ResizeNearestNeighbor, a copy; int8 is built by integerize from TVM's import)."""
+    from ...passes.integerize import nearest_neighbor_sources
+
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    x_shape, out_shape = ctx.shape(x), ctx.shape(y)
+    if len(x_shape) != 4 or len(out_shape) != 4:
+        ctx.refuse("RESIZE_NEAREST_NEIGHBOR takes a 4-D NHWC input.")
+    size = ctx.value(ctx.inputs[1])
+    if size is None:
+        ctx.refuse("its size operand is computed at run time; TFLite Micro needs it constant.")
+    if tuple(int(s) for s in np.asarray(size).reshape(-1)) != tuple(out_shape[1:3]):
+        ctx.refuse(f"its size operand {list(np.asarray(size).reshape(-1))} differs from its output shape {list(out_shape)}.")
+    if ctx.quant(x) is not None and ctx.quant(y) is not None and ctx.scale_zp(x, "input") != ctx.scale_zp(y, "output"):
+        ctx.refuse("its input and output are quantized differently; TFLite Micro's RESIZE_NEAREST_NEIGHBOR copies values.")
+    opts = ctx.options(tflite.ResizeNearestNeighborOptions)
+    align = bool(opts.AlignCorners()) if opts is not None else False
+    half = bool(opts.HalfPixelCenters()) if opts is not None else False
+    rows = nearest_neighbor_sources(x_shape[1], out_shape[1], align, half)
+    cols = nearest_neighbor_sources(x_shape[2], out_shape[2], align, half)
+    dtype = ctx.dtype(x)
+    prim = kr.resize_nearest(x_shape, dtype, out_shape[1:3])
+    return ctx.emit("RESIZE_NEAREST_NEIGHBOR", prim, [ctx.expr(x), rows, cols], out_shape, dtype)

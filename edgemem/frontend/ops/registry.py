@@ -8,6 +8,13 @@ with ``@lowering("NAME", ..., types=("int8",))``; ``types`` says for which opera
 (the type of the operator's first input, or of its output when it has no activation input). The
 converter (frontend/tflite_import.py) asks ``find`` for every operator and falls back to TVM's own
 converter when no lowering applies.
+
+Where the operand type alone does not decide (a QUANTIZE of float32 makes int8 or int16; only the int16 one is
+a lowering here, the int8 one stays with TVM's import and passes/integerize.py), a lowering adds a predicate:
+``@lowering("QUANTIZE", types=("float32",), when=lambda t: t.outputs[0] == "int16")``. It sees the types of
+the operator's tensors (``OpTypes``, read from the flatbuffer by ``operator_types``), so that
+frontend/support.py decides support from the file alone, as the converter does; ``find`` without them
+passes over every lowering that has a predicate.
 """
 
 from __future__ import annotations
@@ -24,20 +31,31 @@ _TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6:
 
 
 @dataclass(frozen=True)
+class OpTypes:
+    """The types of an operator's tensors as the flatbuffer has them ("int8", "float32", ...; "none" for a
+    left-out optional input), what a lowering's ``when`` predicate decides on."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Lowering:
     names: tuple[str, ...]
     types: tuple[str, ...]
     fn: Callable
+    when: Callable[[OpTypes], bool] | None = None
 
 
 _LOWERINGS: dict[str, list[Lowering]] = {}
 
 
-def lowering(*names: str, types: tuple[str, ...] = ("int8",)):
-    """Register ``fn(ctx)`` as edgemem's lowering of the TFLite operators ``names`` for operand ``types``."""
+def lowering(*names: str, types: tuple[str, ...] = ("int8",), when: Callable[[OpTypes], bool] | None = None):
+    """Register ``fn(ctx)`` as edgemem's lowering of the TFLite operators ``names`` for operand ``types``
+    (and, with ``when``, only for the operators whose tensor types it accepts)."""
 
     def register(fn):
-        entry = Lowering(tuple(names), tuple(types), fn)
+        entry = Lowering(tuple(names), tuple(types), fn, when)
         for name in names:
             _LOWERINGS.setdefault(name, []).append(entry)
         return fn
@@ -54,12 +72,22 @@ def _load_families() -> None:
     from . import families  # noqa: F401  (importing registers every family's lowerings)
 
 
-def find(name: str, op_type: str) -> Lowering | None:
-    """The lowering of operator ``name`` whose types include ``op_type``, or None."""
+def find(name: str, op_type: str, types: OpTypes | None = None) -> Lowering | None:
+    """The lowering of operator ``name`` whose types include ``op_type`` (and whose predicate, if any, accepts
+    the operator's tensor ``types``), or None."""
     for entry in registered().get(name, []):
-        if op_type in entry.types:
+        if op_type in entry.types and (entry.when is None or (types is not None and entry.when(types))):
             return entry
     return None
+
+
+def operator_types(subgraph, op) -> OpTypes:
+    """The types of ``op``'s input and output tensors, from the flatbuffer."""
+
+    def kinds(vector) -> tuple[str, ...]:
+        return tuple(_TFL_TYPES.get(subgraph.Tensors(int(i)).Type(), "unknown") if int(i) >= 0 else "none" for i in vector)
+
+    return OpTypes(kinds(op.InputsAsNumpy() if op.InputsLength() else []), kinds(op.OutputsAsNumpy() if op.OutputsLength() else []))
 
 
 def operand_type(subgraph, op, model=None) -> str:
@@ -132,7 +160,7 @@ class OpContext:
         q = self.quant(t)
         if q is None or q[0].size != 1:
             got = "no quantization" if q is None else f"{q[0].size} scales (per-channel)"
-            self.refuse(f"its {what} '{self.tensor_name(t)}' has {got}; TFLite's int8 {self.name} needs one scale and zero point.")
+            self.refuse(f"its {what} '{self.tensor_name(t)}' has {got}; TFLite's {self.dtype(t)} {self.name} needs one scale and zero point.")
         return float(q[0][0]), int(q[1][0])
 
     def options(self, options_cls):
@@ -157,6 +185,7 @@ class OpContext:
         if spec is not None:
             prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
         gv = self.conv.bb.add_func(prim, name)
+        # relax.const narrows int64 and float64 arrays to int32/float32: pass relax.const(a, "int64") for an int64 one
         call_args = [relax.const(a) if isinstance(a, np.ndarray) else a for a in args]
         return self.conv.bb.emit(relax.call_tir(gv, call_args, relax.TensorType(tuple(int(d) for d in out_shape), dtype)))
 

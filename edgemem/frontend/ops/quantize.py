@@ -1,0 +1,53 @@
+"""QUANTIZE and DEQUANTIZE where int16 is involved (see registry.py for how a lowering is written), with TFLite
+Micro's arithmetic (quantize_common.cc, dequantize.cc); kernels in kernels/quantize.py.
+
+- QUANTIZE float32 -> int16: the float input of a 16x8 model with float edges (AffineQuantize: float32
+  division by the scale, std::round, zero point, clamp).
+- DEQUANTIZE int16 -> float32: its float output (double(scale) * (x - zp) rounded to float32).
+- QUANTIZE int8 -> int16, int16 -> int8, int16 -> int16: where the int8 and int16 parts of a mixed model join,
+  and the converter's requantizations inside a 16x8 model (Requantize: (x - in_zp) times
+  QuantizeMultiplier(double(in) / double(out)), plus out_zp, clamped to the output type).
+
+The int8-only cases (float32 -> int8 at a model input, int8 -> float32 at an output, int8 -> int8) stay with
+TVM's QDQ import and passes/integerize.py: the ``when`` predicates below (registry.lowering) leave them to it, as
+they leave the QUANTIZE outputs TFLM has but edgemem does not (int32, uint8) to be refused up front.
+"""
+
+from __future__ import annotations
+
+from ...kernels import quantize as kq
+from ...kernels.fixed_point import rescale_multiplier
+from .registry import OpContext, lowering
+
+
+def _out(t) -> str:
+    return t.outputs[0] if t.outputs else "none"
+
+
+@lowering("QUANTIZE", types=("float32",), when=lambda t: _out(t) == "int16")
+def quantize_float_to_int16(ctx: OpContext):
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    scale, zp = ctx.scale_zp(y, "output")
+    shape = ctx.shape(x)
+    return ctx.emit("QUANTIZE", kq.quantize_float(shape, "int16", scale, zp), [ctx.expr(x)], shape, "int16")
+
+
+@lowering("QUANTIZE", types=("int8",), when=lambda t: _out(t) == "int16")
+@lowering("QUANTIZE", types=("int16",), when=lambda t: _out(t) in ("int8", "int16"))
+def requantize(ctx: OpContext):
+    x, y = ctx.inputs[0], ctx.outputs[0]
+    in_scale, in_zp = ctx.scale_zp(x, "input")
+    out_scale, out_zp = ctx.scale_zp(y, "output")
+    multiplier, shift = rescale_multiplier(in_scale, out_scale)
+    shape = ctx.shape(x)
+    in_dtype, out_dtype = ctx.dtype(x), ctx.dtype(y)
+    prim = kq.requantize(shape, in_dtype, out_dtype, in_zp, multiplier, shift, out_zp)
+    return ctx.emit("QUANTIZE", prim, [ctx.expr(x)], shape, out_dtype)
+
+
+@lowering("DEQUANTIZE", types=("int16",), when=lambda t: _out(t) == "float32")
+def dequantize_int16(ctx: OpContext):
+    x = ctx.inputs[0]
+    scale, zp = ctx.scale_zp(x, "input")
+    shape = ctx.shape(x)
+    return ctx.emit("DEQUANTIZE", kq.dequantize(shape, "int16", scale, zp), [ctx.expr(x)], shape, "float32")

@@ -1,0 +1,119 @@
+"""What the HTML report draws, recorded at build time as the "memory" section of edgemem.json.
+
+Everything here is read off the build's own objects (operator graph, schedule, planner's buffers and plan),
+so the report shows the plan the firmware runs, not a recomputation of it:
+
+- ``tensors``: every arena tensor (its storage), with its planned pool and offset, the steps it is live
+  (``first``..``last``, inclusive, as the planner saw them), who makes it and who reads it;
+- ``steps``: per step of the chosen order, the operator with its shapes, MACs and weight bytes, the bytes
+  live (padded to the arena alignment, as the schedulers and the lower bound count them) and the planned
+  high-water mark of each pool (the highest planned byte written so far, as `edgemem profile` measures it);
+- ``curves``: the live bytes of the file's operator order and of reverse post-order next to the chosen one
+  (cheap to recompute; the hierarchical and exact schedulers report only their peaks, in
+  ``schedulers_tried``);
+- ``peak``: the step where the most bytes are live in the chosen order, and what is live there.
+"""
+
+from __future__ import annotations
+
+from ..board import Board
+from ..ir.graph import OpGraph
+from ..plan import ArenaPlan, Buffer
+from ..schedule import Schedule
+from ..schedule.dag import Dag
+from ..schedule.liveness import live_bytes, live_ranges
+
+
+def _tensor_role(graph: OpGraph, name: str) -> str:
+    t = graph.tensors[name]
+    if t.kind == "input":
+        return "input"
+    if t.producer is not None and graph.ops[t.producer].workspace == name:
+        return "workspace"
+    if any(graph.storage_of(o).name == name for o in graph.outputs):
+        return "output"
+    return "activation"
+
+
+def _other_curves(graph: OpGraph, schedule: Schedule, align: int) -> dict[str, list[int]]:
+    """Live bytes per step of the file order and of reverse post-order (what is cheap to redo here)."""
+    from ..schedule import rpo
+    from ..schedule.exact import file_or_topo
+
+    n = len(graph.ops)
+    curves = {}
+    try:
+        dag = Dag.from_graph(graph, align)
+        orders = {"file": file_or_topo(dag), "rpo": rpo.rpo_order(dag)}
+    except Exception:  # noqa: BLE001 - the other curves are a comparison only; the build does not depend on them
+        return curves
+    for name, order in orders.items():
+        if sorted(order) == list(range(n)):
+            curves[name] = live_bytes(live_ranges(graph, order), n, align)
+    return curves
+
+
+def memory_info(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan: ArenaPlan, board: Board,
+                ram_budget: int) -> dict:  # fmt: skip
+    """The "memory" section of edgemem.json (see the module doc)."""
+    order = list(schedule.order)
+    n = len(order)
+    align = board.arena_align
+    step_of = {op: s for s, op in enumerate(order)}
+    pools = list(plan.pool_sizes)
+    curve = live_bytes(live_ranges(graph, order), n, align) if n else []
+    peak_step = max(range(len(curve)), key=lambda s: (curve[s], -s)) if curve else 0
+
+    views: dict[str, list[str]] = {}  # storage -> the other names of its bytes (reshapes, in-place results)
+    for v in graph.tensors.values():
+        if v.storage != v.name and v.kind != "const":
+            views.setdefault(v.storage, []).append(v.name)
+    tensors = []
+    for b in buffers:
+        t = graph.tensors[b.name]
+        place = plan.placements[b.name]
+        tensors.append({
+            "name": b.name, "role": _tensor_role(graph, b.name), "shape": list(t.shape), "dtype": t.dtype,
+            "bytes": b.size, "pool": place.pool, "offset": place.offset, "first": b.first, "last": b.last,
+            "producer": step_of.get(t.producer) if t.producer is not None else None,
+            "consumers": sorted(step_of[c] for c in t.consumers if c in step_of),
+            "alias": b.alias, "views": views.get(b.name, []),
+        })  # fmt: skip
+
+    steps = []
+    for s, op_index in enumerate(order):
+        op = graph.ops[op_index]
+        ins = [graph.tensors[i] for i in op.inputs]
+        hw = dict.fromkeys(pools, 0)
+        for t in tensors:
+            if t["first"] <= s:
+                hw[t["pool"]] = max(hw[t["pool"]], t["offset"] + t["bytes"])
+        out = graph.tensors[op.output]
+        steps.append({
+            "step": s, "op_index": op_index, "op": op.name, "kind": op.kind,
+            "inputs": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in ins if t.kind in ("input", "activation")],
+            "output": {"name": out.name, "shape": list(out.shape), "dtype": out.dtype},
+            "in_place": op.writes_input is not None or out.alias_of is not None,
+            "macs": int(op.macs),
+            "weights_bytes": sum(t.nbytes for t in ins if t.kind == "const"),
+            "state_bytes": sum(t.nbytes for t in ins if t.kind == "state"),
+            "workspace_bytes": graph.tensors[op.workspace].nbytes if op.workspace else 0,
+            "live_bytes": curve[s],
+            "high_water_bytes": [hw[p] for p in pools],
+        })  # fmt: skip
+
+    curves = _other_curves(graph, schedule, align)
+    curves[schedule.scheduler] = curve  # the chosen order's (file or rpo when one of those won)
+    return {
+        "align": align,
+        "ram_budget_bytes": ram_budget,
+        "pools": pools,
+        "order": order,
+        "live_bytes": curve,
+        "curves": curves,
+        "peak": {"step": peak_step, "bytes": curve[peak_step] if curve else 0,
+                 "tensors": [t["name"] for t in tensors if t["first"] <= peak_step <= t["last"]]},  # fmt: skip
+        "tensors": tensors,
+        "steps": steps,
+        "macs": sum(int(op.macs) for op in graph.ops),
+    }
