@@ -39,7 +39,7 @@ _FIO_AND_FLOAT = {
 
 
 def _converted(op: str) -> list[Path]:
-    # 16x8 models (-int16, -iofloat-int16) are tests/test_ops_int16_conv.py's
+    # 16x8 models (-int16, -iofloat-int16) are test_ops_int16_conv.py's (SOFTMAX: test_ops_int16_unary.py's)
     paths = sorted(p for p in OPS_DIR.glob(f"{op}-*.tflite") if not p.stem.endswith("int16"))
     if os.environ.get("EDGEMEM_ALL_OP_MODELS"):
         return paths
