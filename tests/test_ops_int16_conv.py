@@ -322,6 +322,9 @@ REFUSED = {
     "tconv-int32-bias": (lambda: tconv_model((1, 2, 2, 2), (2, 3, 3, 2), (1, 2, 2, 2), bias="int32"), "bias is int32"),
     # TFLM loops over the depth_multiplier option, not the shapes
     "depthwise-multiplier-option-mismatch": (lambda: _depthwise_wrong_multiplier(), "depth_multiplier option is 1"),
+    # 6 / output scale beyond int32 (a dead channel calibrated to a tiny scale): TFLM fails its Prepare
+    "conv-relu6-bound-overflow": (lambda: conv_model((1, 3, 3, 1), (1, 1, 1, 1), (1, 3, 3, 1), act=mm.ACT.RELU6, in_q=(1e-9, 0), out_scale=1e-9),
+                                  "bounds outside int32"),
     # an effective scale of 200 (shift 8): outside TFLM's int64 MultiplyByQuantizedMultiplier
     "fc-scale-200": (lambda: fc_model((1, 4), 3, gain=200.0), "scales below 128"),
 }

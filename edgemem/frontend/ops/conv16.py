@@ -35,6 +35,9 @@ def activation_range_int16(ctx: OpContext, code: int, scale: float, zp: int) -> 
     if act is None:
         ctx.refuse(f"its fused activation {code} is not one TFLite's int16 {ctx.name} applies.")
     lo, hi = k.INT16_MIN, k.INT16_MAX
+    bounds = {"RELU": (0.0,), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}.get(act, ())
+    if any(abs(np.float32(f) / np.float32(scale)) >= 2.0**31 for f in bounds):
+        ctx.refuse(f"its output scale {scale:g} puts its {act} bounds outside int32; TFLite fails its Prepare on that.")
     if act == "RELU":
         return max(lo, quantize_round(0.0, scale, zp)), hi
     if act == "RELU6":
