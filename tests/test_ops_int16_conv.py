@@ -58,8 +58,8 @@ def _converted() -> list[Path]:
     return chosen
 
 
-def _check(model, tmp_path):
-    result = check_model(model, tmp_path)
+def _check(model, tmp_path, **options):
+    result = check_model(model, tmp_path, **options)
     assert result.oracle == "tflm"
     return result
 
@@ -335,3 +335,19 @@ def test_refused(name, tmp_path):
     make, words = REFUSED[name]
     with pytest.raises(UnsupportedModelError, match=words):
         build_for_host(make(), tmp_path)
+
+
+def _arena(result) -> int:
+    import json
+
+    return json.loads((Path(result.project) / "edgemem.json").read_text())["arena_bytes"]
+
+
+def test_depthwise_written_over_its_input(tmp_path):
+    """passes/inplace.py rebuilds an int16 DEPTHWISE_CONV_2D (batch 1, multiplier 1) to write over its input (the
+    streaming form, outputs held back on the stack): still TFLM's bits, one activation fewer in the arena."""
+    model = depthwise_model((1, 10, 12, 8), (3, 3), 1, (1, 10, 12, 8), dilation=(2, 1), act=mm.ACT.RELU6, seed=21)
+    inplace = _check(model, tmp_path / "inplace")
+    apart = _check(model, tmp_path / "apart", inplace=False)
+    assert _arena(apart) == 2 * 10 * 12 * 8 * 2
+    assert _arena(inplace) == 10 * 12 * 8 * 2

@@ -244,3 +244,52 @@ def batch_matmul(lhs_shape, rhs_shape, adj_x: bool, adj_y: bool, reduced: int, t
     acc = te.compute(out_shape, acc_fn, name="acc")
     out = te.compute(out_shape, lambda *idx: _clamp16(mbqm64(acc[idx], reduced, total_shift), INT16_MIN, INT16_MAX), name="out")
     return _scalar_accumulator(te.create_prim_func([lhs, rhs, out]), ["acc"])
+
+
+MAX_INPLACE_DELAY16 = 256  # int16 outputs the in-place depthwise may hold on the stack (512 B, as int8's 512 outputs)
+
+
+def depthwise_conv2d_inplace(x_shape, w_shape, out_shape, stride, dilation, pad, act, delay: int):
+    """DEPTHWISE_CONV_2D 16x8 (depth multiplier 1, batch 1) that writes its output over its input, the streaming
+    form of int8_ops.depthwise_conv2d_inplace: channel by channel, each output is held back on the stack (a ring
+    of ``delay`` int16, int8_ops.depthwise_inplace_delay) until the last reader of the input pixel it overwrites
+    has run. The arithmetic is depthwise_conv2d's (int64 sum, int64 MultiplyByQuantizedMultiplier, clamp).
+    Parameters: x [1, H, W, C] int16, w [KH, KW, C] int8, bias [C] int64 (zeros when the operator has none),
+    mult [C], shift [C] (reduce_multipliers), out [1, OH, OW, C] (may alias x)."""
+    from tvm.script import tirx as T
+
+    n, h, w, c = (int(d) for d in x_shape)
+    kh, kw, oc = (int(d) for d in w_shape)
+    _, ho, wo, _ = (int(d) for d in out_shape)
+    if n != 1 or oc != c or ho * wo > h * w or not 1 <= delay <= MAX_INPLACE_DELAY16:
+        raise ValueError("in-place int16 depthwise needs batch 1, depth multiplier 1, an output no larger than the "
+                         f"input and a delay in 1..{MAX_INPLACE_DELAY16}")
+    sh, sw = stride
+    dh, dw = dilation
+    pt, pl = pad[0], pad[1]
+    lo, hi = act
+    k_out = ho * wo
+    d = int(delay)
+
+    @T.prim_func
+    def depthwise16_inplace(
+        x: T.Buffer((1, h, w, c), "int16"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int64"),
+        mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int16"),
+    ):
+        T.func_attr({"tir.noalias": False})  # out and x may be the same memory: no restrict
+        acc = T.decl_buffer((1,), "int64")
+        ring = T.decl_buffer((d,), "int16")  # the last d outputs of this channel, on the stack
+        for ch in range(c):
+            for k in range(k_out):
+                acc[0] = bias[ch]
+                for r, s in T.grid(kh, kw):
+                    if 0 <= (k // wo) * sh + r * dh - pt and (k // wo) * sh + r * dh - pt < h and 0 <= (k % wo) * sw + s * dw - pl and (k % wo) * sw + s * dw - pl < w:
+                        acc[0] = acc[0] + T.Cast("int64", T.Cast("int32", x[0, (k // wo) * sh + r * dh - pt, (k % wo) * sw + s * dw - pl, ch]) * T.Cast("int32", wt[r, s, ch]))
+                ring[k % d] = _clamp16(mbqm64(acc[0], mult[ch], shift[ch]), lo, hi)
+                if k >= d - 1:  # every reader of input pixel k-d+1 has run: its value may go
+                    out[0, (k - d + 1) // wo, (k - d + 1) % wo, ch] = ring[(k - d + 1) % d]
+            for t in range(d - 1):
+                if k_out - d + 1 + t >= 0:
+                    out[0, (k_out - d + 1 + t) // wo, (k_out - d + 1 + t) % wo, ch] = ring[(k_out - d + 1 + t) % d]
+
+    return depthwise16_inplace

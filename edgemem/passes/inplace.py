@@ -8,7 +8,7 @@ Applies to a depthwise convolution with depth multiplier 1 and batch 1 whose out
 its input, when the input is read by nothing else, owns its storage (a kernel's output or a model input,
 not a reshape view) and is not a model output. The rebuilt kernel returns (output, workspace); the
 output names the input as its alias and the planner tries to give both the same offset (the kernel is
-correct either way).
+correct either way). The 16x8 depthwise (kernels/conv16.py) takes the streaming form only (no int16 workspace).
 """
 
 from __future__ import annotations
@@ -17,19 +17,29 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from ..kernels import int8_ops
+from ..kernels import conv16, int8_ops
 from . import kernel_spec
 from .rewrite import Bindings, add_kernel, rebuild
 
 
+_INPLACE = {"depthwise_conv2d": "depthwise_conv2d_inplace", "depthwise_conv2d16": "depthwise_conv2d16_inplace"}
+
+
+def _delay(spec) -> int:
+    return int8_ops.depthwise_inplace_delay(spec["x_shape"], spec["w_shape"], spec["stride"], spec["dilation"],
+                                            spec["pad"], spec["out_shape"])  # fmt: skip
+
+
 def _eligible(b: Bindings, var) -> bool:
     k = b.kernel(var)
-    if k is None or k[2] is None or k[2]["builder"] != "depthwise_conv2d":
+    if k is None or k[2] is None or k[2]["builder"] not in _INPLACE:
         return False
     spec, x = k[2], k[3][0]
     n, h, w, c = spec["x_shape"]
     if n != 1 or spec["w_shape"][2] != c or int(np.prod(spec["out_shape"])) > n * h * w * c:
         return False
+    if spec["builder"] == "depthwise_conv2d16" and not 1 <= _delay(spec) <= conv16.MAX_INPLACE_DELAY16:
+        return False  # int16: streaming only
     if not isinstance(x, relax.Var) or b.sole_reader(x) is None or not b.sole_reader(x).same_as(var):
         return False
     producer = b.defs.get(x)
@@ -40,10 +50,10 @@ def _inplace_call(b: Bindings, var):
     gv, prim, spec, args = b.kernel(var)
     # usually no arena scratch at all: each output waits on the stack until the input pixel it overwrites
     # has been read by its last reader (a few rows of one channel); else one channel plane of workspace
-    delay = int8_ops.depthwise_inplace_delay(spec["x_shape"], spec["w_shape"], spec["stride"], spec["dilation"],
-                                             spec["pad"], spec["out_shape"])  # fmt: skip
+    delay = _delay(spec)
     streaming = delay > 0
-    new_spec = {**spec, "builder": "depthwise_conv2d_inplace", "delay": delay}
+    new_spec = {**spec, "builder": _INPLACE[spec["builder"]], "delay": delay}
+    wide = spec["builder"] == "depthwise_conv2d16"
     n, h, w, c = spec["x_shape"]
     out_ty = b.defs[var].ty_args[0]
 
@@ -54,7 +64,7 @@ def _inplace_call(b: Bindings, var):
         new_gv = add_kernel(bb, new_prim, prim)
         new_args = [env.get(a, a) for a in args]
         if not spec["has_bias"]:  # the in-place kernel always takes a bias
-            new_args.insert(2, relax.const(np.zeros(c, np.int32)))
+            new_args.insert(2, relax.const(np.zeros(c, np.int64 if wide else np.int32), "int64" if wide else "int32"))
         if streaming:
             return relax.call_tir(new_gv, new_args, out_ty)
         both = bb.emit(relax.call_tir(new_gv, new_args, [out_ty, relax.TensorType((h * w,), "int8")]))

@@ -1,12 +1,12 @@
 """How a kernel was built, kept on its PrimFunc (attribute ``edgemem.spec``) so that a later pass can build
-it again with other shapes, padding or aliasing: the builder's name in kernels/int8_ops.py and its
-arguments, as JSON."""
+it again with other shapes, padding or aliasing: the builder's name in kernels/int8_ops.py (or kernels/conv16.py)
+and its arguments, as JSON."""
 
 from __future__ import annotations
 
 import json
 
-from ..kernels import int8_ops
+from ..kernels import conv16, int8_ops
 from ..kernels.int8_ops import Requant
 
 _BUILDERS = {
@@ -17,6 +17,11 @@ _BUILDERS = {
     "depthwise_conv2d_inplace": lambda s: int8_ops.depthwise_conv2d_inplace(
         s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"],
         s.get("delay", 0)),
+    # 16x8 DEPTHWISE_CONV_2D (kernels/conv16.py), which passes/inplace.py may rebuild in place
+    "depthwise_conv2d16": lambda s: conv16.depthwise_conv2d(s["x_shape"], s["w_shape"], s["out_shape"], s["stride"],
+                                                            s["dilation"], s["pad"], s["has_bias"], tuple(s["act"])),
+    "depthwise_conv2d16_inplace": lambda s: conv16.depthwise_conv2d_inplace(
+        s["x_shape"], s["w_shape"], s["out_shape"], s["stride"], s["dilation"], s["pad"], tuple(s["act"]), s["delay"]),
     "pad": lambda s: int8_ops.pad(s["x_shape"], s["pad_before"], s["pad_after"], s["pad_value"]),
     "dequantize_float": lambda s: int8_ops.dequantize_float(tuple(s["shape"]), s["scale"], s["zero_point"]),
 }  # fmt: skip

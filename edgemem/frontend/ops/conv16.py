@@ -177,10 +177,13 @@ def depthwise_conv_2d(ctx: OpContext):
     bias, _ = _bias(ctx, 2, oc, ("int64",))
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
+    # the spec lets passes/inplace.py rebuild it to write over its input (kernel_spec's depthwise_conv2d16)
+    spec = {"builder": "depthwise_conv2d16", "x_shape": list(x_shape), "w_shape": list(w_shape[1:]), "out_shape": list(out_shape),
+            "stride": list(stride), "dilation": list(dilation), "pad": [pt, pl], "has_bias": bias is not None, "act": list(act)}
     prim = k.depthwise_conv2d(x_shape, w_shape[1:], out_shape, stride, dilation, (pt, pl), bias is not None, act)
     args = [ctx.expr(x), w.reshape(w_shape[1:])] + ([_const(bias)] if bias is not None else []) + [mult, shift]
     macs = int(np.prod(out_shape)) * w_shape[1] * w_shape[2]
-    return ctx.emit("DEPTHWISE_CONV_2D", prim, args, out_shape, "int16", macs)
+    return ctx.emit("DEPTHWISE_CONV_2D", prim, args, out_shape, "int16", macs, spec=spec)
 
 
 # ---------------------------------------------------------------- FULLY_CONNECTED
