@@ -8,7 +8,9 @@ does not write: int32 biases (TFLM's int32 accumulator), no bias with quantized_
 TRANSPOSE_CONV bias, per-tensor weights, multipliers above 1 (shift > 0) and outputs saturating at the int16
 ends, nonzero zero points (ignored by TFLM's int16 convolutions except in the activation clamp; used by
 FULLY_CONNECTED), grouped convolution, batches, depth multiplier 3; and the forms TFLM cannot run right, which
-edgemem refuses (an int32 DEPTHWISE_CONV_2D bias, nonzero BATCH_MATMUL zero points).
+edgemem refuses (an int32 DEPTHWISE_CONV_2D or TRANSPOSE_CONV bias, nonzero BATCH_MATMUL zero points, a
+depth_multiplier option the shapes contradict, activation bounds beyond int32, scales of 128 and more). The int16
+depthwise convolution written over its input (passes/inplace.py) is checked on its arena too.
 
 Converter models with an operator edgemem refuses (the float-edged ones need int16 QUANTIZE / DEQUANTIZE, the
 attention model an int16 SOFTMAX) are strict expected failures naming it (op_check.model_param), so they run
