@@ -97,6 +97,7 @@ def handmade_models(tmp: Path) -> list[Path]:
     import test_lstm_float
     import test_lstm_int16
     import test_ops_int16_binary
+    import test_ops_int16_conv
     import test_ops_int16_quantize
     import test_ops_int16_reduce
     import test_ops_int16_unary
@@ -134,6 +135,7 @@ def handmade_models(tmp: Path) -> list[Path]:
                 **{f"fc-{k}": (lambda k=k: test_ops_matmul.fc_model(**test_ops_matmul.FC_CASES[k])) for k in test_ops_matmul.FC_CASES},
                 **{f"lstm-float-{k}": (lambda k=k: test_lstm_float._float_lstm(**test_lstm_float.HANDMADE[k])) for k in test_lstm_float.HANDMADE},
                 **{f"int16-binary-{k}": f for k, f in test_ops_int16_binary.HANDMADE.items()},
+                **{f"int16-conv-{k}": f for k, f in test_ops_int16_conv.HANDMADE.items()},
                 **{f"int16-reduce-{k}": f for k, f in test_ops_int16_reduce.HANDMADE.items()},
                 **{f"int16-mixed-{k}": f for k, f in test_ops_int16_quantize.MIXED.items()},
                 **{f"int16-quantize-{k}": (lambda k=k: test_ops_int16_quantize.side_by_side([spec for _, spec, _ in test_ops_int16_quantize.GROUPS[k]]))

@@ -255,6 +255,15 @@ def _stack_estimate(project: Path, graph: OpGraph) -> int:
     return frames.get("main", 0) + frames.get("edgemem_run", 0) + kernels
 
 
+def _check_output_dir(model_path: Path, out_dir: Path) -> None:
+    """Replacing the output directory must not delete the model being built (a model kept inside it)."""
+    if model_path.resolve().is_relative_to(out_dir.resolve()):
+        raise EdgememError(
+            f"the model '{model_path}' is inside the output directory '{out_dir}', which the build replaces: it would "
+            "be deleted. Choose another directory with -o, or move the model out of it."
+        )
+
+
 def _write_atomically(out_dir: Path, overwrite: bool, fill) -> None:
     """Write the project into a temporary sibling and move it into place only when complete."""
     out_dir = out_dir.resolve()
@@ -279,6 +288,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     """The whole pipeline for one model and one board; raises EdgememError subclasses on bad input."""
     options = options or BuildOptions()
     t0 = time.perf_counter()
+    _check_output_dir(Path(model_path), Path(out_dir))
     board = board_with_budget(load_board(board_name), options.ram, options.flash)
     _check_floor(Path(model_path), board, options.inplace)
     model: ImportedModel = import_tflite(model_path)

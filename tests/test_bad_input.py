@@ -205,10 +205,12 @@ def test_unsupported_operators_are_all_listed_with_index_name_output_and_type(tm
 
 
 def test_unsupported_type_names_the_operator_index_and_type(tmp_path):
-    """Class 'type': an int16 RELU (int16 activations are another issue's) is refused naming index, name and type."""
+    """Class 'type': an int16 HARD_SWISH (TFLM has no int16 kernel for it, nor has edgemem) after an int16 RELU is
+    refused naming index, name and type -- only the operator that lacks a kernel."""
     q = mem.qparams(0.05, 0)
-    model = write(tmp_path, "int16.tflite", _chain([OP.RELU], q, [q], dtype=np.int16))
-    build_fails(model, tmp_path, UNSUPPORTED, "operator #0 RELU (output 'y') on int16")
+    model = write(tmp_path, "int16.tflite", _chain([OP.RELU, OP.HARD_SWISH], q, [q, q], dtype=np.int16))
+    msg = build_fails(model, tmp_path, UNSUPPORTED, "operator #1 HARD_SWISH (output 'y') on int16")
+    assert "RELU" not in msg
     _no_tvm_log(tmp_path, model)
 
 
@@ -307,6 +309,15 @@ def test_sizes_with_units():
 
 
 # ---- the output directory and the toolchain ------------------------------------------------------------------
+
+
+def test_model_inside_the_output_directory_is_not_deleted(tmp_path):
+    (tmp_path / "out").mkdir()
+    model = tmp_path / "out" / "m.tflite"
+    shutil.copy(EXAMPLE, model)
+    p = _cli("build", str(model), "-o", str(tmp_path / "out"), "--force", cwd=tmp_path)
+    assert p.returncode == USAGE and "inside the output directory" in " ".join(p.stderr.split()) and "Traceback" not in p.stderr
+    assert model.read_bytes() == EXAMPLE.read_bytes()
 
 
 def test_existing_output_directory_exit_code(tmp_path):
