@@ -170,3 +170,22 @@ def test_every_architecture_has_its_three_forms():
         for form in forms:
             assert form in stems or form in failed, form
     assert all(any(s.startswith(f"{a}-int16") or s.startswith(f"{a}_floatio-int16") for s in stems | set(failed)) for a in INT16)
+
+
+def test_16x8_denoiser_runs_under_qemu_like_the_reference(tmp_path):
+    """The LSTM denoiser in 16x8: the converter refuses a 16x8 LSTM, so tests/models/gen_lstm16.py derives it (float
+    edges, QUANTIZE -> LSTM -> FULLY_CONNECTED -> LOGISTIC -> DEQUANTIZE); built for the STM32F746, run under QEMU."""
+    import sys
+
+    sys.path.insert(0, str(ARCH.parent))
+    from gen_lstm16 import denoiser16_model
+
+    path = tmp_path / "denoiser16.tflite"
+    path.write_bytes(denoiser16_model())
+    result = pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
+    inputs = seeded_inputs(path, SEED)
+    run = pipeline.run(tmp_path / "proj", inputs, timeout_s=600)
+    want, oracle = reference_outputs(path, inputs)
+    assert oracle == "tflm"
+    assert_outputs_match(run["output_arrays"], want, oracle, "denoiser16", dequantized_steps(path))
+    assert run["arena_high_water_bytes"] <= result.info["arena_bytes"]
