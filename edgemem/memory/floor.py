@@ -1,0 +1,143 @@
+"""The early floor: a RAM need read from the flatbuffer before lowering, sound under the memory passes.
+
+Without any pass, every operator needs its non-constant inputs and its outputs in RAM at once, so no
+schedule or placement goes below the largest such sum. But the passes of the catalogue
+(passes/catalogue.py) remove some of those bytes, so a floor that ignores them refuses models the
+pipeline would fit (issue 18: a widening FULLY_CONNECTED -> DEQUANTIZE needs 1,280 B at the
+DEQUANTIZE step, but fused or folded the int8 tensor never exists and 1,040 B suffice). Each pass
+therefore declares what it *may* remove, as capabilities:
+
+- ``Elide(producers, consumers)``: a tensor written by an op of ``producers`` and read only by ops of
+  ``consumers`` (``None``: any kind; never a graph input or output) may never exist in RAM: the ops
+  become one kernel (PAD folded into a convolution, DEQUANTIZE folded into its producer, fusion).
+- ``Overlap(kinds, all_inputs)``: an op of ``kinds`` may write its output over an input that dies
+  there (``all_inputs``: over all of them, a CONCATENATION assembled in place).
+- ``DropDead()``: an op whose result nothing reads may vanish (dead-code elimination).
+
+``operator_floor`` is then, per op v, what is live at v's kernel step in *every* outcome: v's tensors
+no capability removes (minus the overlap v's kind allows); plus, for a tensor t of v that may vanish,
+either t (not fused) or what the fused kernel must hold instead (the other op's tensors that cannot
+vanish), whichever is smaller, counted without sharing bytes between two such choices. A declaration
+may promise more than its pass does (the floor only gets lower); one that promises less makes the
+check refuse what a pass rescues: tests/test_memory_model.py checks on random models and pass
+sequences that the floor never exceeds the arena the pipeline plans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import MemoryModel
+
+
+@dataclass(frozen=True)
+class Elide:
+    producers: frozenset[str] | None  # op kinds; None: any
+    consumers: frozenset[str] | None
+    note: str = ""
+    not_producers: frozenset[str] = frozenset()  # kinds excluded (with None above: any other kind)
+    not_consumers: frozenset[str] = frozenset()
+
+    def allows(self, producer: str, readers: list[str]) -> bool:
+        def ok(kind, among, excluded):
+            return (among is None or kind in among) and kind not in excluded
+
+        return bool(readers) and ok(producer, self.producers, self.not_producers) and all(
+            ok(r, self.consumers, self.not_consumers) for r in readers)
+
+    def __str__(self) -> str:
+        return self.note or f"elide {self.producers or 'any'} -> {self.consumers or 'any'}"
+
+
+@dataclass(frozen=True)
+class Overlap:
+    kinds: frozenset[str]
+    all_inputs: bool = False
+    note: str = ""
+
+    def __str__(self) -> str:
+        return self.note or f"{'/'.join(sorted(self.kinds))} output over {'its inputs' if self.all_inputs else 'an input'}"
+
+
+@dataclass(frozen=True)
+class DropDead:
+    """An op whose outputs nothing reads (and that are no graph outputs) may vanish with its step."""
+
+    note: str = "an op whose result nothing reads"
+
+    def __str__(self) -> str:
+        return self.note
+
+
+def vanishing(model: MemoryModel, capabilities) -> set[str]:
+    """The storages some capability may remove from RAM."""
+    elides = [c for c in capabilities if isinstance(c, Elide)]
+    out = set()
+    if not elides:
+        return out
+    for s in model.storages.values():
+        if s.producer is None or s.pinned or s.temp:
+            continue
+        kind = model.ops[s.producer].kind
+        readers = [model.ops[r].kind for r in s.readers]
+        if any(c.allows(kind, readers) for c in elides):
+            out.add(s.name)
+    return out
+
+
+def op_floors(model: MemoryModel, capabilities=()) -> list[int]:
+    """Per op, the bytes live at its kernel's step whatever the passes with ``capabilities`` do."""
+    size = {name: s.size for name, s in model.storages.items()}
+    gone = vanishing(model, capabilities)
+    overlaps = [c for c in capabilities if isinstance(c, Overlap)]
+    drop_dead = any(isinstance(c, DropDead) for c in capabilities)
+    out = []
+    for v, op in enumerate(model.ops):
+        if drop_dead and op.writes and all(
+                not model.storages[t].readers and not model.storages[t].pinned for t in op.writes if t in size):
+            out.append(0)
+            continue
+        ins = [t for t in op.reads if t in size]
+        outs = [t for t in op.writes if t in size and t not in ins]
+        kept = {t for t in ins + outs if t not in gone}
+        # each vanishing tensor: itself, or what the fused kernel holds instead (disjoint choices only)
+        choices = {}
+        for t in [t for t in ins + outs if t in gone]:
+            s = model.storages[t]
+            options = []
+            for u in ([s.producer] if t in ins else list(s.readers)):
+                if u == v:
+                    continue
+                o = model.ops[u]
+                if any(o.kind in c.kinds for c in overlaps):  # fused with an op that may write over its input:
+                    options.append(set())  # what it holds may share bytes with v's own tensors
+                    continue
+                options.append({x for x in o.reads + o.writes if x in size and x not in gone and x not in kept and x != t})
+            choices[t] = min(options, key=lambda r: sum(size[x] for x in r)) if options else set()
+        seen: dict[str, int] = {}
+        for r in choices.values():
+            for x in r:
+                seen[x] = seen.get(x, 0) + 1
+
+        def held(t):  # bytes tensor t of v stands for at v's step
+            if t not in gone:
+                return size[t]
+            return min(size[t], sum(size[x] for x in choices[t] if seen[x] == 1))
+
+        in_bytes = [held(t) for t in ins]
+        out_bytes = sum(held(t) for t in outs)
+        total = sum(in_bytes) + out_bytes
+        for c in overlaps:  # the output written over an input (all inputs) that dies there
+            if op.kind in c.kinds and in_bytes:
+                total -= min(out_bytes, sum(in_bytes) if c.all_inputs else max(in_bytes))
+                break
+        out.append(total)
+    return out
+
+
+def operator_floor(model: MemoryModel, capabilities=()) -> tuple[int, int]:
+    """(bytes, op index in ``model``) of the op whose floor is largest ((0, -1) without ops)."""
+    best = (0, -1)
+    for v, b in enumerate(op_floors(model, capabilities)):
+        best = max(best, (b, v))
+    return best
