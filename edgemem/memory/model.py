@@ -135,6 +135,26 @@ class MemoryModel:
         return MemoryModel(self.ops, storages, self.views, {k: evaluate(v, env) for k, v in self.states.items()})
 
 
+def from_arrays(sizes, preds, succs, outputs, ext=(), pinned=(), temps=None, names=None, label=None) -> MemoryModel:
+    """The model of a DAG given as arrays (``schedule/dag.Dag``, ``schedule/symbolic.SymDag``): op v has one
+    output of ``sizes[v]`` read by ``succs[v]`` (pinned if v is in ``outputs``), a temp of ``temps[v]``; graph
+    inputs are ``ext`` as (bytes, reader ops) and ``pinned`` sizes (inputs that are outputs, live throughout)."""
+    n = len(sizes)
+    names = list(names) if names is not None else [str(v) for v in range(n)]
+    label = label or (lambda v: f"op{v}")
+    storages = {}
+    for v in range(n):
+        storages[label(v)] = Storage(label(v), sizes[v], v, list(succs[v]), pinned=v in outputs)
+        if temps is not None and temps[v]:
+            storages[f"temp{v}"] = Storage(f"temp{v}", temps[v], v, temp=True)
+    for e, (size, ops) in enumerate(ext):
+        storages[f"input{e}"] = Storage(f"input{e}", size, None, list(ops))
+    for i, size in enumerate(pinned):
+        storages[f"pinned{i}"] = Storage(f"pinned{i}", size, None, pinned=True)
+    ops = [MemOp(names[v], names[v], [], [label(v)], list(preds[v])) for v in range(n)]
+    return MemoryModel(ops, storages)
+
+
 def live_events(ranges) -> dict[int, object]:
     """Step -> change of the live bytes at that step (the alias rule applied). ``ranges``: anything with
     name, size, first, last and alias (``Range``, ``plan.Buffer`` with its padded size via ``size_of``)."""

@@ -14,9 +14,9 @@ are the incremental form of the same rule, checked against the model by tests/te
 
 from __future__ import annotations
 
-from ..memory import MemoryModel, Storage, from_graph, from_tflite, smaller
+from ..memory import MemoryModel, from_graph, from_tflite, smaller
 from ..memory import aligned as aligned  # noqa: PLC0414 - re-exported (schedulers import it from here)
-from ..memory.model import MemOp
+from ..memory.model import from_arrays
 
 
 def bits(mask: int):
@@ -74,6 +74,7 @@ class Dag:
         self.full = (1 << n) - 1
         self.topo = self._topo()
         self._bounds = None
+        self._model = None
 
     def _topo(self) -> list[int]:
         """A topological order (Kahn, first ready first); raises on a cycle."""
@@ -190,18 +191,9 @@ class Dag:
     def to_model(self) -> MemoryModel:
         """The storage model this Dag evaluates: one storage per op output (its sum when the op had
         several), one per temp, one per graph input, pinned bytes as one input read by no one."""
-        if getattr(self, "_model", None) is None:
-            storages = {}
-            for v in range(self.n):
-                storages[f"op{v}"] = Storage(f"op{v}", self.sizes[v], v, list(self.succs[v]), pinned=v in self.outputs)
-                if self.temps[v]:
-                    storages[f"temp{v}"] = Storage(f"temp{v}", self.temps[v], v, temp=True)
-            for e, (b, ops) in enumerate(self.ext):
-                storages[f"input{e}"] = Storage(f"input{e}", b, None, list(ops))
-            if self.pinned:
-                storages["pinned"] = Storage("pinned", self.pinned, None, pinned=True)
-            ops = [MemOp(self.names[v], self.names[v], [], [f"op{v}"], list(self.preds[v])) for v in range(self.n)]
-            self._model = MemoryModel(ops, storages)
+        if self._model is None:
+            self._model = from_arrays(self.sizes, self.preds, self.succs, self.outputs, self.ext,
+                                      [self.pinned] if self.pinned else [], self.temps, self.names)  # fmt: skip
         return self._model
 
     def peak(self, order) -> int:

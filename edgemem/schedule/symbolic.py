@@ -35,8 +35,8 @@ from tvm import tirx
 from tvm.sym import Analyzer
 
 from ..errors import EdgememError, UnsupportedModelError
-from ..memory import MemoryModel, Storage, from_tflite
-from ..memory.model import MemOp
+from ..memory import MemoryModel, from_tflite
+from ..memory.model import from_arrays
 from .dag import Dag
 
 INDEX = "int64"  # dtype of every symbolic size
@@ -278,16 +278,8 @@ class SymDag:
 
     def _model(self) -> MemoryModel:
         """The storage model with these sizes: one storage per op, per graph input, per pinned input."""
-        storages = {}
-        for v in range(self.n):
-            name = f"op{v}_{self.names[v]}"
-            storages[name] = Storage(name, self.sizes[v], v, list(self.shape.succs[v]), pinned=v in self.outputs)
-        for e, (size, ops) in enumerate(self.ext):
-            storages[f"input{e}"] = Storage(f"input{e}", size, None, list(ops))
-        for i, size in enumerate(self.pinned):
-            storages[f"pinned{i}"] = Storage(f"pinned{i}", size, None, pinned=True)
-        ops = [MemOp(self.names[v], self.names[v], [], [f"op{v}_{self.names[v]}"], list(self.preds[v])) for v in range(self.n)]
-        return MemoryModel(ops, storages)
+        return from_arrays(self.sizes, self.preds, self.shape.succs, self.outputs, self.ext, self.pinned, None, self.names,
+                           lambda v: f"op{v}_{self.names[v]}")  # fmt: skip
 
     @property
     def n(self) -> int:
