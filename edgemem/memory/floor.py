@@ -14,10 +14,10 @@ therefore declares what it *may* remove, as capabilities:
   there (``all_inputs``: over all of them, a CONCATENATION assembled in place).
 - ``DropDead()``: an op whose result nothing reads may vanish (dead-code elimination).
 
-``operator_floor`` is then, per op v, what is live at v's kernel step in *every* outcome: v's tensors
-no capability removes (minus the overlap v's kind allows); plus, for a tensor t of v that may vanish,
-either t (not fused) or what the fused kernel must hold instead (the other op's tensors that cannot
-vanish), whichever is smaller, counted without sharing bytes between two such choices. A declaration
+``operator_floor`` is then, per op v, what is live at v's kernel step in *every* outcome: the least, over
+the sets of v's tensors that may vanish together (never joining two ``ANCHORS`` in one kernel), of v's
+other tensors plus what the fused kernel holds instead of the vanished ones (the partner op's tensors
+that cannot vanish), minus the overlap v's kind allows. A declaration
 may promise more than its pass does (the floor only gets lower); one that promises less makes the
 check refuse what a pass rescues: tests/test_memory_model.py checks on random models and pass
 sequences that the floor never exceeds the arena the pipeline plans.
@@ -28,6 +28,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model import MemoryModel
+
+
+# TFLite operators that anchor a kernel: convolutions, matrix products, pooling and reductions, LUT-free
+# softmax, recurrent loops. No pass joins two of them in one kernel (TVM's FuseOps gives each group one
+# master; PAD folding joins a PAD to one convolution; DEQUANTIZE folding one producer to a DEQUANTIZE), so
+# a tensor between two anchors (or read by two) never vanishes, and of two tensors whose removal would need
+# two anchors in one kernel at most one vanishes.
+ANCHORS = frozenset({
+    "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED", "BATCH_MATMUL", "AVERAGE_POOL_2D",
+    "MAX_POOL_2D", "L2_POOL_2D", "SOFTMAX", "LOG_SOFTMAX", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD",
+    "ARG_MAX", "ARG_MIN", "UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM", "SVDF", "CUMSUM",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,19 @@ class DropDead:
         return self.note
 
 
+MAX_WORLD_BITS = 10  # vanishing tensors of one op enumerated exactly (more: all vanish, a weaker floor)
+
+
+def _joined(model: MemoryModel, t: str) -> set[int]:
+    """The ops that must share one kernel for tensor ``t`` to vanish: its producer and all its readers."""
+    s = model.storages[t]
+    return {s.producer, *s.readers} - {None}
+
+
+def _anchors(model: MemoryModel, ops) -> int:
+    return sum(model.ops[u].kind in ANCHORS for u in ops)
+
+
 def vanishing(model: MemoryModel, capabilities) -> set[str]:
     """The storages some capability may remove from RAM."""
     elides = [c for c in capabilities if isinstance(c, Elide)]
@@ -76,7 +101,7 @@ def vanishing(model: MemoryModel, capabilities) -> set[str]:
     if not elides:
         return out
     for s in model.storages.values():
-        if s.producer is None or s.pinned or s.temp:
+        if s.producer is None or s.pinned or s.temp or _anchors(model, _joined(model, s.name)) > 1:
             continue
         kind = model.ops[s.producer].kind
         readers = [model.ops[r].kind for r in s.readers]
@@ -99,9 +124,9 @@ def op_floors(model: MemoryModel, capabilities=()) -> list[int]:
             continue
         ins = [t for t in op.reads if t in size]
         outs = [t for t in op.writes if t in size and t not in ins]
-        kept = {t for t in ins + outs if t not in gone}
-        # each vanishing tensor: itself, or what the fused kernel holds instead (disjoint choices only)
-        choices = {}
+        # a vanishing tensor of v: in a world where it vanishes, v's kernel holds instead what its partner op
+        # (producer or reader) keeps in RAM (nothing, if the partner may write over its input)
+        stands_for = {}
         for t in [t for t in ins + outs if t in gone]:
             s = model.storages[t]
             options = []
@@ -109,28 +134,33 @@ def op_floors(model: MemoryModel, capabilities=()) -> list[int]:
                 if u == v:
                     continue
                 o = model.ops[u]
-                if any(o.kind in c.kinds for c in overlaps):  # fused with an op that may write over its input:
-                    options.append(set())  # what it holds may share bytes with v's own tensors
+                if any(o.kind in c.kinds for c in overlaps):
+                    options.append(set())
                     continue
-                options.append({x for x in o.reads + o.writes if x in size and x not in gone and x not in kept and x != t})
-            choices[t] = min(options, key=lambda r: sum(size[x] for x in r)) if options else set()
-        seen: dict[str, int] = {}
-        for r in choices.values():
-            for x in r:
-                seen[x] = seen.get(x, 0) + 1
-
-        def held(t):  # bytes tensor t of v stands for at v's step
-            if t not in gone:
-                return size[t]
-            return min(size[t], sum(size[x] for x in choices[t] if seen[x] == 1))
-
-        in_bytes = [held(t) for t in ins]
-        out_bytes = sum(held(t) for t in outs)
-        total = sum(in_bytes) + out_bytes
-        for c in overlaps:  # the output written over an input (all inputs) that dies there
-            if op.kind in c.kinds and in_bytes:
-                total -= min(out_bytes, sum(in_bytes) if c.all_inputs else max(in_bytes))
-                break
+                group = _joined(model, t)
+                options.append({x for x in o.reads + o.writes if x in size and x not in ins + outs and (
+                    x not in gone or _anchors(model, group | _joined(model, x)) > 1)})  # x cannot vanish too
+            stands_for[t] = min(options, key=lambda r: sum(size[x] for x in r)) if options else set()
+        # the floor is the least over the worlds: which of them vanish (never joining two anchors in one kernel)
+        names = list(stands_for)
+        worlds = range(1 << len(names)) if len(names) <= MAX_WORLD_BITS else [(1 << len(names)) - 1]
+        total = None
+        for mask in worlds:
+            vanished = [t for i, t in enumerate(names) if mask >> i & 1]
+            if len(names) <= MAX_WORLD_BITS and _anchors(model, {v}.union(*(_joined(model, t) for t in vanished))) > 1:
+                continue
+            r_in = set().union(*(stands_for[t] for t in vanished if t in ins))
+            r_out = set().union(*(stands_for[t] for t in vanished if t in outs)) - r_in
+            if len(names) > MAX_WORLD_BITS:  # too many to enumerate: every one vanishes, standing for nothing
+                r_in = r_out = set()
+            in_bytes = [size[t] for t in ins if t not in vanished] + ([sum(size[x] for x in r_in)] if r_in else [])
+            out_bytes = sum(size[t] for t in outs if t not in vanished) + sum(size[x] for x in r_out)
+            here = sum(in_bytes) + out_bytes
+            for c in overlaps:  # the output written over an input (all inputs) that dies there
+                if op.kind in c.kinds and in_bytes:
+                    here -= min(out_bytes, sum(in_bytes) if c.all_inputs else max(in_bytes))
+                    break
+            total = here if total is None else min(total, here)
         out.append(total)
     return out
 

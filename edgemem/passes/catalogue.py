@@ -32,18 +32,13 @@ from typing import Callable
 import tvm
 from tvm import relax
 
-from ..memory.floor import DropDead, Elide, Overlap
+from ..memory.floor import ANCHORS, DropDead, Elide, Overlap
 
 _CONVS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
-# TFLite operators whose kernels TVM's FuseOps groups only as a group's anchor (reductions, convolutions,
-# matrix products, LUT and state loops): never fused into another kernel's reader side, nor inlined as a
-# producer. Every other kind (element-wise, broadcast, injective, any kind edgemem may learn later) is
-# assumed fusable both ways, which keeps the floor sound whatever FuseOps does.
-FUSION_ANCHORS = frozenset({
-    "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED", "BATCH_MATMUL", "AVERAGE_POOL_2D",
-    "MAX_POOL_2D", "L2_POOL_2D", "SOFTMAX", "LOG_SOFTMAX", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD",
-    "ARG_MAX", "ARG_MIN", "UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM", "SVDF", "CUMSUM",
-})  # fmt: skip
+# Fusion's capabilities: every kind but the anchors (memory/floor.py: convolutions, matrix products, pooling,
+# reductions, ...) is assumed fusable both ways -- element-wise, broadcast, injective, and any kind edgemem may
+# learn later --, which keeps the floor sound whatever FuseOps groups; a group never holds two anchors.
+FUSION_ANCHORS = ANCHORS
 _FUSE_ALL = (
     Elide(None, None, "a reader that is no anchor fused into its producer's kernel", not_consumers=FUSION_ANCHORS),
     Elide(None, None, "a producer that is no anchor inlined into its readers", not_producers=FUSION_ANCHORS),
