@@ -174,7 +174,7 @@ def _check_floor(model_path: Path, board: Board, options: BuildOptions | None = 
 
     options = options or BuildOptions()
     model = read_tflite(model_path)
-    passes = floor_passes(options)
+    passes = [n for n in floor_passes(options) if floor_capabilities((n,))]  # those that may remove bytes
     floor, op_index = operator_floor_bytes(model, capabilities=floor_capabilities(passes))
     budget = _ram_budget(board)
     if floor > budget:

@@ -32,11 +32,6 @@ def is_constant(model, tensor) -> bool:
     return buf is not None and (buf.DataLength() > 0 or buf.Size() > 0)
 
 
-def in_arena(model, tensor) -> bool:
-    """An activation: neither a constant (flash) nor a variable (state kept across invocations, outside the arena)."""
-    return not is_constant(model, tensor) and not tensor.IsVariable()
-
-
 def tensor_bytes(tensor) -> int:
     """Bytes of a tensor; an unknown (-1) dimension counts as 1."""
     total = _ITEMSIZE.get(tensor.Type(), 4)
