@@ -175,7 +175,7 @@ def _check_floor(model_path: Path, board: Board, options: BuildOptions | None = 
     options = options or BuildOptions()
     model = read_tflite(model_path)
     passes = [n for n in floor_passes(options) if floor_capabilities((n,))]  # those that may remove bytes
-    floor, op_index = operator_floor_bytes(model, capabilities=floor_capabilities(passes))
+    floor, op_index = operator_floor_bytes(model, capabilities=floor_capabilities(passes, model))
     budget = _ram_budget(board)
     if floor > budget:
         plan_bytes, algorithm = _file_order_plan(model, board.arena_align)

@@ -12,7 +12,8 @@ therefore declares what it *may* remove, as capabilities:
   become one kernel (PAD folded into a convolution, DEQUANTIZE folded into its producer, fusion).
 - ``Overlap(kinds, all_inputs)``: an op of ``kinds`` may write its output over an input that dies
   there (``all_inputs``: over all of them, a CONCATENATION assembled in place).
-- ``DropDead()``: an op whose result nothing reads may vanish (dead-code elimination).
+- ``DropDead()``: an output nothing reads may vanish, an op with only such outputs with its step
+  (dead-code elimination).
 
 ``operator_floor`` is then, per op v, what is live at v's kernel step in *every* outcome: the least, over
 the sets of v's tensors that may vanish together (never joining two ``ANCHORS`` in one kernel), of v's
@@ -73,7 +74,7 @@ class Overlap:
 
 @dataclass(frozen=True)
 class DropDead:
-    """An op whose outputs nothing reads (and that are no graph outputs) may vanish with its step."""
+    """An output nothing reads (and no graph output) may vanish; an op with only such outputs, with its step."""
 
     note: str = "an op whose result nothing reads"
 
@@ -98,9 +99,11 @@ def vanishing(model: MemoryModel, capabilities) -> set[str]:
     """The storages some capability may remove from RAM."""
     elides = [c for c in capabilities if isinstance(c, Elide)]
     out = set()
-    if not elides:
-        return out
+    drop_dead = any(isinstance(c, DropDead) for c in capabilities)
     for s in model.storages.values():
+        if drop_dead and s.producer is not None and not s.readers and not s.pinned and not s.temp:
+            out.add(s.name)  # nothing reads it: its kernel need not write it
+            continue
         if s.producer is None or s.pinned or s.temp or _anchors(model, _joined(model, s.name)) > 1:
             continue
         kind = model.ops[s.producer].kind

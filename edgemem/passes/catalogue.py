@@ -124,10 +124,41 @@ def catalogue() -> list[GraphPass]:
     return _edgemem_passes() + TVM_PASSES
 
 
-def floor_capabilities(names) -> tuple:
-    """What the passes named may remove, together (the early floor is computed under these)."""
+def floor_capabilities(names, model=None) -> tuple:
+    """What the passes named may remove, together (the early floor is computed under these); with the
+    flatbuffer ``model``, also what its lowering removes (``lowering_capabilities``)."""
     known = {p.name: p for p in catalogue()}
-    return tuple(c for n in names if n in known for c in known[n].removes)
+    caps = tuple(c for n in names if n in known for c in known[n].removes)
+    return caps + (lowering_capabilities(model) if model is not None else ())
+
+
+_QUANTIZED_TYPES = (3, 7, 9)  # TFLite UINT8, INT16, INT8
+
+
+def lowering_capabilities(model) -> tuple:
+    """What lowering itself may remove (passes/lower.py), whatever passes follow. A float model (no QUANTIZE or
+    DEQUANTIZE, no 8- or 16-bit activation) is legalized and grouped by TVM's FuseOps: fusion's capabilities.
+    A quantized one goes through integerize, which runs a float island (DEQUANTIZE -> float ops -> QUANTIZE)
+    in int8 where it can: the island's float tensors may vanish. Both drop what nothing reads."""
+    from ..frontend.footprint import is_constant, op_names
+
+    float_model = not any(k in ("QUANTIZE", "DEQUANTIZE") for k in op_names(model))
+    sg = model.Subgraphs(0)
+    for t in range(sg.TensorsLength()) if float_model else ():
+        tensor = sg.Tensors(t)
+        if tensor.Type() in _QUANTIZED_TYPES and not is_constant(model, tensor):
+            float_model = False
+            break
+    if float_model:
+        return (*_FUSE_ALL, DropDead())
+    return _INTEGERIZE
+
+
+_INTEGERIZE = (
+    Elide(frozenset({"DEQUANTIZE"}), None, "a float island's dequantized input (integerize runs it in int8)"),
+    Elide(None, frozenset({"QUANTIZE"}), "a float island's result before its QUANTIZE (integerize runs it in int8)"),
+    DropDead(),
+)
 
 
 def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -> dict:
