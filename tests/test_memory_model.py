@@ -310,3 +310,22 @@ def test_dag_from_graph_evaluates_the_graph_model_with_inplace_kernels(name):
         truth = model.curve(order)
         assert truth == dag.curve(order) == _incremental_curve(dag, order), name
         assert live_bytes(live_ranges(graph, order), len(order), ALIGN) == truth
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("EDGEMEM_ALL_FLOOR_MODELS"),
+                    reason="EDGEMEM_ALL_FLOOR_MODELS=1: every int8/float model of tests/models (minutes)")
+def test_floor_never_exceeds_the_planned_arena_on_the_test_models():
+    from edgemem.errors import EdgememError
+    from edgemem.passes.catalogue import floor_capabilities
+
+    root = Path(__file__).resolve().parent / "models"
+    passes = ("fold_pad", "inplace_depthwise", "inplace_elementwise", "concat_inplace", "fold_dequantize", "tvm_fuse_ops")
+    for path in sorted([*root.glob("arch/*.tflite"), *root.glob("ops/*.tflite")]):
+        try:
+            model = read_tflite(path)
+            for seq in ((), passes):
+                floor = operator_floor_bytes(model, capabilities=floor_capabilities(seq, model))[0]
+                arena = _planned_arena(path, seq)
+                assert floor <= arena, (path.name, seq, floor, arena)
+        except EdgememError:  # a model edgemem does not build (yet)
+            continue
