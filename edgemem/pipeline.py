@@ -152,20 +152,46 @@ def _schedule(graph: OpGraph, board: Board, seconds: float) -> tuple[Schedule, d
     return Schedule(order, peak, report["best"]), tried
 
 
-_INPLACE_OPS = frozenset({"DEPTHWISE_CONV_2D", "QUANTIZE", "ADD", "MUL"})  # what the in-place passes may run in place
+def floor_passes(options: BuildOptions) -> tuple[str, ...]:
+    """The catalogue passes the build may run: the user's ``--passes``, all of them when the orchestrator
+    searches, else edgemem's fixed sequence (the in-place ones only with ``inplace``)."""
+    from .passes.catalogue import catalogue
+    from .passes.orchestrate import DEFAULT_SEQUENCE
+
+    if options.passes is not None:
+        return tuple(options.passes)
+    names = [p.name for p in catalogue()] if options.opt_seconds > 0 else list(DEFAULT_SEQUENCE)
+    return tuple(n for n in names if options.inplace or not n.startswith("inplace"))
 
 
-def _check_floor(model_path: Path, board: Board, inplace: bool = True) -> None:
-    """Fail before lowering when even the largest single operator cannot fit the board."""
+def _inplace_kinds() -> frozenset[str]:
+    from .memory import Overlap
+    from .passes.catalogue import catalogue, floor_capabilities
+
+    caps = floor_capabilities([p.name for p in catalogue() if p.name.startswith("inplace")])
+    return frozenset(k for c in caps if isinstance(c, Overlap) for k in c.kinds)
+
+
+_INPLACE_OPS = _inplace_kinds()  # what the in-place passes may run in place (their own declarations)
+
+
+def _check_floor(model_path: Path, board: Board, options: BuildOptions | None = None) -> None:
+    """Fail before lowering when even the largest single operator cannot fit the board, whatever the memory
+    passes that may run remove (each declares it: passes/catalogue.py, memory/floor.py)."""
+    from .passes.catalogue import floor_capabilities
+
+    options = options or BuildOptions()
     model = read_tflite(model_path)
-    floor, op_index = operator_floor_bytes(model, _INPLACE_OPS if inplace else frozenset(), fold_pads=True)
+    passes = [n for n in floor_passes(options) if floor_capabilities((n,))]  # those that may remove bytes
+    floor, op_index = operator_floor_bytes(model, capabilities=floor_capabilities(passes, model))
     budget = _ram_budget(board)
     if floor > budget:
         plan_bytes, algorithm = _file_order_plan(model, board.arena_align)
         raise DoesNotFitError(
             f"{model_path.name} needs at least {floor:,} bytes of activation RAM (operator #{op_index} "
-            f"{op_names(model)[op_index]} alone keeps that much live, so no operator order or placement can use "
-            f"less) but board {board.name} has {budget:,} bytes left after its {board.stack_size:,}-byte stack "
+            f"{op_names(model)[op_index]} alone keeps that much live whatever the memory passes that may run "
+            f"({', '.join(passes) or 'none'}) remove, so no operator order or placement can use less) but board "
+            f"{board.name} has {budget:,} bytes left after its {board.stack_size:,}-byte stack "
             f"({board.ram_bytes:,} B of RAM in all). Best plan found: the file's operator order placed by {algorithm}, "
             f"{plan_bytes:,} B; operator reordering and the placement searches were skipped, as none can beat that "
             "floor. Use a board with more RAM, a smaller input resolution, or --ram to plan for a larger budget."
@@ -290,7 +316,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     t0 = time.perf_counter()
     _check_output_dir(Path(model_path), Path(out_dir))
     board = board_with_budget(load_board(board_name), options.ram, options.flash)
-    _check_floor(Path(model_path), board, options.inplace)
+    _check_floor(Path(model_path), board, options)
     model: ImportedModel = import_tflite(model_path)
     lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod, model.op_labels), board, options)
     graph = read_graph(lowered)
@@ -342,10 +368,13 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
 
 
 def predicted_steps(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan: ArenaPlan, seed: int) -> dict:
-    """What a profiling build must measure, step by step: the bytes live during the step and, per pool, the
-    high-water mark (highest planned byte written so far; graph inputs count from the start)."""
+    """What a profiling build must measure, step by step: the bytes live during the step (the storage model's
+    curve, edgemem.memory) and, per pool, the high-water mark (highest planned byte written so far; graph
+    inputs count from the start)."""
+    from .memory import curve
+
     pools = list(plan.pool_sizes)
-    by_name = {b.name: b for b in buffers}
+    live = curve(buffers, len(schedule.order))
     steps = []
     for s, op_index in enumerate(schedule.order):
         op = graph.ops[op_index]
@@ -354,10 +383,7 @@ def predicted_steps(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], p
             if b.first <= s:
                 place = plan.placements[b.name]
                 hw[place.pool] = max(hw[place.pool], place.offset + b.size)
-        live = sum(b.size for b in buffers if b.first <= s <= b.last)
-        live -= sum(min(b.size, by_name[b.alias].size) for b in buffers  # in place: shared bytes once
-                    if b.first == s and b.alias in by_name and by_name[b.alias].last == s)  # fmt: skip
-        steps.append({"step": s, "op": op.name, "kind": op.kind, "live_bytes": live,
+        steps.append({"step": s, "op": op.name, "kind": op.kind, "live_bytes": live[s],
                       "high_water_bytes": [hw[p] for p in pools]})  # fmt: skip
     return {"seed": seed, "pools": pools, "steps": steps}
 

@@ -270,7 +270,7 @@ def test_does_not_fit_reports_needed_budget_best_plan_and_what_was_tried(tmp_pat
 
 
 def test_does_not_fit_below_the_operator_floor_names_the_operator(tmp_path):
-    msg = build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 4,000 bytes", "operator #4 ADD", "1,024 bytes left",
+    msg = build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 3,000 bytes", "operator #4 ADD", "1,024 bytes left",
                       "Best plan found", "6,000 B", extra=("--ram", str(16384 + 1024)))  # fmt: skip
     assert "skipped" in msg
 

@@ -16,6 +16,12 @@ the TFLite importer already folds them; run *before* lowering it would turn int8
 4x their flash -- tests/test_tvm_passes.py shows both).
 FuseOps levels 1, 2 and 4 form the same groups on edgemem's kernels, so fusion has two entries by the
 kernels it may group instead: all of TVM's groups, or only element-wise/injective chains.
+
+Each pass also declares what it may remove from the whole-tensor picture of the flatbuffer
+(``removes``: ``edgemem.memory.floor`` capabilities), so that the early floor check refuses only what
+no pass that may run can rescue (``floor_capabilities``). A declaration may promise more than the pass
+does (the floor is only lower); never less (tests/test_memory_model.py checks the floor against the
+planned arena on random models and pass sequences).
 """
 
 from __future__ import annotations
@@ -26,6 +32,21 @@ from typing import Callable
 import tvm
 from tvm import relax
 
+from ..memory.floor import ANCHORS, DropDead, Elide, Overlap
+
+_CONVS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
+# Fusion's capabilities: every kind but the anchors (memory/floor.py: convolutions, matrix products, pooling,
+# reductions, ...) is assumed fusable both ways -- element-wise, broadcast, injective, and any kind edgemem may
+# learn later --, which keeps the floor sound whatever FuseOps groups; a group never holds two anchors.
+FUSION_ANCHORS = ANCHORS
+_FUSE_ALL = (
+    Elide(None, None, "a reader that is no anchor fused into its producer's kernel", not_consumers=FUSION_ANCHORS),
+    Elide(None, None, "a producer that is no anchor inlined into its readers", not_producers=FUSION_ANCHORS),
+)
+_FUSE_ELEMENTWISE = (
+    Elide(None, None, "element-wise/injective chains fused", not_producers=FUSION_ANCHORS, not_consumers=FUSION_ANCHORS),
+)
+
 
 @dataclass(frozen=True)
 class GraphPass:
@@ -33,6 +54,7 @@ class GraphPass:
     purpose: str  # one line
     transform: Callable[[tvm.IRModule], tvm.IRModule]
     origin: str  # "tvm" or "edgemem"
+    removes: tuple = ()  # what it may remove from RAM: edgemem.memory.floor capabilities (Elide, Overlap, ...)
 
     def __call__(self, mod: tvm.IRModule) -> tvm.IRModule:
         return self.transform(mod)
@@ -50,17 +72,20 @@ def _edgemem_passes() -> list[GraphPass]:
     from .concat_inplace import concat_inplace
     from .fold_dequantize import fold_dequantize
     from .fold_pad import fold_pad
-    from .inplace import inplace_depthwise, inplace_elementwise
+    from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
 
     return [
-        GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem"),
+        GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem",
+                  (Elide(frozenset({"PAD", "PADV2"}), _CONVS, "a PAD's output read only by convolutions"),)),
         GraphPass("inplace_depthwise", "a depthwise convolution writes over its dying input (one channel of scratch)",
-                  inplace_depthwise, "edgemem"),
-        GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem"),
+                  inplace_depthwise, "edgemem", (Overlap(frozenset({"DEPTHWISE_CONV_2D"})),)),
+        GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem",
+                  (Overlap(frozenset(_ELEMENTWISE)),)),
         GraphPass("concat_inplace", "producers write straight into their slice of a CONCATENATION (no copy)",
-                  concat_inplace, "edgemem"),
+                  concat_inplace, "edgemem",
+                  (Overlap(frozenset({"CONCATENATION"}), True, "input/output co-liveness of CONCATENATION"),)),
         GraphPass("fold_dequantize", "a float output's DEQUANTIZE folded into its producer (no int8 copy)",
-                  fold_dequantize, "edgemem"),
+                  fold_dequantize, "edgemem", (Elide(None, frozenset({"DEQUANTIZE"}), "a DEQUANTIZE's int8 input"),)),
     ]  # fmt: skip
 
 
@@ -78,12 +103,13 @@ def _tvm_fusion_elementwise(mod: tvm.IRModule) -> tvm.IRModule:
 
 TVM_PASSES = [
     GraphPass("tvm_fuse_ops", "TVM's FuseOps + FuseTIR, each fused kernel scheduled so no tensor between its parts remains",
-              _tvm_fusion, "tvm"),
+              _tvm_fusion, "tvm", _FUSE_ALL),
     GraphPass("tvm_fuse_elementwise", "TVM's FuseOps + FuseTIR over element-wise/injective chains only (no convolution)",
-              _tvm_fusion_elementwise, "tvm"),
+              _tvm_fusion_elementwise, "tvm", _FUSE_ELEMENTWISE),
     GraphPass("remove_redundant_reshape", "drop reshapes of reshapes and reshapes to the same shape",
               _tvm(relax.transform.RemoveRedundantReshape), "tvm"),
-    GraphPass("dead_code_elimination", "drop bindings nothing reads", _tvm(relax.transform.DeadCodeElimination), "tvm"),
+    GraphPass("dead_code_elimination", "drop bindings nothing reads", _tvm(relax.transform.DeadCodeElimination), "tvm",
+              (DropDead(),)),
     GraphPass("canonicalize_bindings", "fold trivial rebindings (x = y) away", _tvm(relax.transform.CanonicalizeBindings), "tvm"),
     GraphPass("eliminate_common_subexpr", "compute identical kernel calls once", _tvm(relax.transform.EliminateCommonSubexpr), "tvm"),
     GraphPass("topological_sort_depth_first", "reorder bindings depth first (the schedulers' starting order)",
@@ -96,6 +122,43 @@ TVM_PASSES = [
 def catalogue() -> list[GraphPass]:
     """Every pass, edgemem's first."""
     return _edgemem_passes() + TVM_PASSES
+
+
+def floor_capabilities(names, model=None) -> tuple:
+    """What the passes named may remove, together (the early floor is computed under these); with the
+    flatbuffer ``model``, also what its lowering removes (``lowering_capabilities``)."""
+    known = {p.name: p for p in catalogue()}
+    caps = tuple(c for n in names if n in known for c in known[n].removes)
+    return caps + (lowering_capabilities(model) if model is not None else ())
+
+
+_QUANTIZED_TYPES = (3, 7, 9)  # TFLite UINT8, INT16, INT8
+
+
+def lowering_capabilities(model) -> tuple:
+    """What lowering itself may remove (passes/lower.py), whatever passes follow. A float model (no QUANTIZE or
+    DEQUANTIZE, no 8- or 16-bit activation) is legalized and grouped by TVM's FuseOps: fusion's capabilities.
+    A quantized one goes through integerize, which runs a float island (DEQUANTIZE -> float ops -> QUANTIZE)
+    in int8 where it can: the island's float tensors may vanish. Both drop what nothing reads."""
+    from ..frontend.footprint import is_constant, op_names
+
+    float_model = not any(k in ("QUANTIZE", "DEQUANTIZE") for k in op_names(model))
+    sg = model.Subgraphs(0)
+    for t in range(sg.TensorsLength()) if float_model else ():
+        tensor = sg.Tensors(t)
+        if tensor.Type() in _QUANTIZED_TYPES and not is_constant(model, tensor):
+            float_model = False
+            break
+    if float_model:
+        return (*_FUSE_ALL, DropDead())
+    return _INTEGERIZE
+
+
+_INTEGERIZE = (
+    Elide(frozenset({"DEQUANTIZE"}), None, "a float island's dequantized input (integerize runs it in int8)"),
+    Elide(None, frozenset({"QUANTIZE"}), "a float island's result before its QUANTIZE (integerize runs it in int8)"),
+    DropDead(),
+)
 
 
 def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -> dict:

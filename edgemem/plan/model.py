@@ -90,22 +90,11 @@ class ArenaPlan:
 
 
 def lower_bound(buffers: list[Buffer]) -> int:
-    """Max over steps of the padded bytes live at that step: no placement of whole buffers goes lower."""
-    events: dict[int, int] = {}
-    by_name = {b.name: b for b in buffers}
-    for b in buffers:
-        events[b.first] = events.get(b.first, 0) + b.padded
-        events[b.last + 1] = events.get(b.last + 1, 0) - b.padded
-        a = by_name.get(b.alias) if b.alias else None
-        if a is not None and a.last == b.first:  # written over its alias: the shared bytes count once
-            shared = min(a.padded, b.padded)
-            events[b.first] -= shared
-            events[b.first + 1] = events.get(b.first + 1, 0) + shared
-    live = best = 0
-    for step in sorted(events):
-        live += events[step]
-        best = max(best, live)
-    return best
+    """Max over steps of the padded bytes live at that step: no placement of whole buffers goes lower
+    (the storage model's rule, edgemem.memory, on the buffers' padded sizes)."""
+    from ..memory import peak
+
+    return peak(buffers, size_of=lambda b: b.padded)
 
 
 def arena_end(buffers: list[Buffer], offsets: dict[str, int]) -> int:

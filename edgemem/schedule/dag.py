@@ -2,22 +2,21 @@
 
 Every op has one output of ``sizes[op]`` bytes (already aligned) and reads the outputs of
 ``preds[op]``. Graph inputs are not ops: each is ``(bytes, consumer ops)``, live from step 0 until
-its last consumer. The memory model is exactly the one of ``liveness.py``: an op's output is
-allocated when the op runs and dies after its last consumer (graph outputs live to the end); at
-one step an op's inputs and output are live together.
+its last consumer. A ``Dag`` is an *evaluator* of the storage model (``edgemem.memory``), built from
+one by ``from_model`` (``from_graph``, ``from_tflite`` are the two adapters followed by it): an op's
+storages become its one output (an op with several outputs owns their sum, dying after its last
+reader), workspaces its temp, an in-place output over its only-read alias a negative temp.
 
-Schedulers work on op sets as Python int bitmasks; ``mem(S)`` (bytes live between steps once the
-ops in S have run) and ``step(S, M, op)`` are the incremental form of the same model.
+``curve``/``peak`` evaluate the model itself (``to_model``); schedulers work on op sets as Python int
+bitmasks, and ``mem(S)`` (bytes live between steps once the ops in S have run) and ``step(S, M, op)``
+are the incremental form of the same rule, checked against the model by tests/test_memory_model.py.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-
-def aligned(n: int, align: int) -> int:
-    """``n`` rounded up to a multiple of ``align`` (as liveness.py rounds tensor sizes)."""
-    return -(-n // align) * align
+from ..memory import MemoryModel, from_graph, from_tflite, smaller
+from ..memory import aligned as aligned  # noqa: PLC0414 - re-exported (schedulers import it from here)
+from ..memory.model import from_arrays
 
 
 def bits(mask: int):
@@ -75,6 +74,7 @@ class Dag:
         self.full = (1 << n) - 1
         self.topo = self._topo()
         self._bounds = None
+        self._model = None
 
     def _topo(self) -> list[int]:
         """A topological order (Kahn, first ready first); raises on a cycle."""
@@ -185,28 +185,16 @@ class Dag:
         return True
 
     def curve(self, order) -> list[int]:
-        """Bytes live at each step, computed from live ranges as liveness.py does."""
-        step = {v: s for s, v in enumerate(order)}
-        end = max(len(order) - 1, 0)
-        diff = [0] * (end + 2)
+        """Bytes live at each step: the storage model's rule (edgemem.memory) on this Dag's model."""
+        return self.to_model().curve(order)
 
-        def live(size, first, last):
-            diff[first] += size
-            diff[last + 1] -= size
-
-        for v in order:
-            first = step[v]
-            last = end if v in self.outputs else max((step[s] for s in self.succs[v]), default=first)
-            live(self.sizes[v], first, last)
-            live(self.temps[v], first, first)
-        for b, ops in self.ext:
-            live(b, 0, max((step[o] for o in ops), default=0))
-        live(self.pinned, 0, end)
-        out, acc = [], 0
-        for s in range(end + 1):
-            acc += diff[s]
-            out.append(acc)
-        return out
+    def to_model(self) -> MemoryModel:
+        """The storage model this Dag evaluates: one storage per op output (its sum when the op had
+        several), one per temp, one per graph input, pinned bytes as one input read by no one."""
+        if self._model is None:
+            self._model = from_arrays(self.sizes, self.preds, self.succs, self.outputs, self.ext,
+                                      [self.pinned] if self.pinned else [], self.temps, self.names)  # fmt: skip
+        return self._model
 
     def peak(self, order) -> int:
         return max(self.curve(order))
@@ -257,90 +245,40 @@ class Dag:
 
     # -- builders -----------------------------------------------------------------------------
     @classmethod
-    def from_graph(cls, graph, align: int = 1) -> "Dag":
-        """From an OpGraph: views resolve to their storage, constants are left out (flash), workspaces are
-        temps; an in-place output written over its dying input saves their shared bytes at its step."""
-        n = len(graph.ops)
+    def from_model(cls, model: MemoryModel) -> "Dag":
+        """The Dag evaluating a storage model (sizes must be ints: see SymDag for expressions)."""
+        n = model.n
         sizes, temps = [0] * n, [0] * n
-        workspaces = {op.workspace for op in graph.ops if op.workspace}
-        preds = [[] for _ in range(n)]
-        outs = {graph.storage_of(o).name for o in graph.outputs}
-        shared, pinned, outputs = [], 0, set()
-        for t in graph.activations():
-            size = aligned(t.nbytes, align)
-            if t.producer is None:  # a graph input
-                if t.name in outs:
-                    pinned += size
+        outputs, shared, pinned = set(), [], 0
+        for s in model.storages.values():
+            if s.producer is None:
+                if s.pinned:
+                    pinned += s.size
                 else:
-                    shared.append((size, list(t.consumers)))
-                continue
-            if t.name in workspaces:
-                temps[t.producer] = size
-                continue
-            sizes[t.producer] = size
-            if t.name in outs:
-                outputs.add(t.producer)
-            for c in t.consumers:
-                preds[c].append(t.producer)
-        for t in graph.tensors.values():  # a view an op writes into (call_tir_inplace): its readers wait for it
-            if t.storage != t.name and t.producer is not None and t.producer != graph.tensors[t.storage].producer:
-                for c in t.consumers:
-                    preds[c].append(t.producer)
-        for v, op in enumerate(graph.ops):
-            alias = graph.tensors[op.output].alias_of
-            if alias is not None and graph.tensors[alias].consumers == [v]:
-                temps[v] -= min(aligned(graph.tensors[op.output].nbytes, align), aligned(graph.tensors[alias].nbytes, align))
-        return cls(sizes, preds, None, outputs, shared, pinned, [op.name for op in graph.ops], temps)
+                    shared.append((s.size, list(s.readers)))
+            elif s.temp:
+                temps[s.producer] += s.size
+            else:
+                sizes[s.producer] += s.size
+                if s.pinned:
+                    outputs.add(s.producer)
+        for s in model.storages.values():  # written over its alias, which dies there in every order
+            a = model.storages.get(s.alias) if s.alias else None
+            if a is not None and s.producer is not None and a.readers == [s.producer] and not a.pinned:
+                temps[s.producer] -= smaller(s.size, a.size)
+        return cls(sizes, model.preds(), None, outputs, shared, pinned, [op.name for op in model.ops], temps)
+
+    @classmethod
+    def from_graph(cls, graph, align: int = 1) -> "Dag":
+        """From an OpGraph (memory.from_graph: views resolve to their storage, constants and state are left
+        out, workspaces are temps, an in-place output shares its dying alias's bytes at its step)."""
+        return cls.from_model(from_graph(graph, align))
 
     @classmethod
     def from_tflite(cls, path, align: int = 4, views=("RESHAPE", "SQUEEZE", "EXPAND_DIMS")) -> "Dag":
-        """Straight from a .tflite flatbuffer (no TVM): tensors with buffer data are constants,
-        ``views`` ops are aliases (as edgemem lowers them), an op with several outputs owns their sum."""
-        from ..frontend.footprint import is_constant, op_names, tensor_bytes
-        from ..frontend.tflite_import import read_tflite
-
-        model = read_tflite(Path(path))
-        sg = model.Subgraphs(0)
-        names = op_names(model)
-
-        def is_const(t):
-            return is_constant(model, sg.Tensors(t))
-
-        def nbytes(t):
-            return tensor_bytes(sg.Tensors(t))
-
-        root = {}  # tensor -> the tensor whose RAM it uses
-        producer = {}  # root tensor -> op index in the Dag
-        sizes, preds, kinds, readers = [], [], [], {}
-        for i in range(sg.OperatorsLength()):
-            op = sg.Operators(i)
-            kind = names[i]
-            ins = [root.get(int(t), int(t)) for t in op.InputsAsNumpy() if t >= 0 and not is_const(int(t))]
-            outs = [int(t) for t in op.OutputsAsNumpy() if t >= 0]
-            if kind in views and len(ins) == 1 and len(outs) == 1:
-                root[outs[0]] = ins[0]
-                continue
-            v = len(sizes)
-            sizes.append(sum(aligned(nbytes(t), align) for t in outs))
-            preds.append(sorted({producer[t] for t in ins if t in producer}))
-            kinds.append(kind)
-            for t in outs:
-                producer[t] = v
-            for t in set(ins):
-                if t not in producer:
-                    readers.setdefault(t, []).append(v)
-        graph_outs = {root.get(int(t), int(t)) for t in sg.OutputsAsNumpy()}
-        outputs = {producer[t] for t in graph_outs if t in producer}
-        shared, pinned = [], 0
-        graph_ins = {int(t) for t in sg.InputsAsNumpy()} | set(readers)
-        for t in sorted(graph_ins):
-            if t in producer or is_const(t):
-                continue
-            if t in graph_outs:
-                pinned += aligned(nbytes(t), align)
-            else:
-                shared.append((aligned(nbytes(t), align), readers.get(t, [])))
-        return cls(sizes, preds, None, outputs, shared, pinned, kinds)
+        """Straight from a .tflite flatbuffer (no TVM, memory.from_tflite): tensors with buffer data are
+        constants, variable tensors state, ``views`` ops aliases (as edgemem lowers them)."""
+        return cls.from_model(from_tflite(path, align, views))
 
     def __repr__(self) -> str:
         return f"Dag({self.n} ops, {sum(self.sizes)} B of outputs, {len(self.ext)} inputs)"

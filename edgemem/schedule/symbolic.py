@@ -15,9 +15,11 @@ Binding rule of ``SymDag.from_tflite`` (one symbolic dimension per model):
   be 1 in the file): the model is planned as if run on a batch of ``n``.
 Either way a tensor's size is ``n * (bytes of the other dims)``, rounded up to the arena alignment.
 
-The memory model is ``Dag``'s (an op's output lives from its step to its last reader, graph inputs
-from step 0, graph outputs to the end): ``SymDag.at(env)`` is the concrete ``Dag`` at one value of
-the dimension, which is how every symbolic result is checked.
+The memory model is ``edgemem.memory``'s (an op's output lives from its step to its last reader, graph
+inputs from step 0, graph outputs to the end), with sizes as expressions: ``from_tflite`` is the
+flatbuffer adapter ``memory.from_tflite`` with symbolic sizes, ``buffers``/``curve`` its ranges and
+curve, and ``SymDag.at(env)`` the concrete ``Dag`` of the model evaluated at one value of the dimension,
+which is how every symbolic result is checked.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from tvm import tirx
 from tvm.sym import Analyzer
 
 from ..errors import EdgememError, UnsupportedModelError
+from ..memory import MemoryModel, from_tflite
+from ..memory.model import from_arrays
 from .dag import Dag
 
 INDEX = "int64"  # dtype of every symbolic size
@@ -270,42 +274,33 @@ class SymDag:
         # the structure (successors, topological order, validity of orders) from a Dag of dummy sizes
         self.shape = Dag([1] * len(sizes), self.preds, None, self.outputs, [(1, ops) for _, ops in self.ext], 0, self.names)
         self.tensor_bytes: dict[int, object] = {}  # .tflite tensor index -> bytes (unaligned), when read from a file
+        self.model = self._model()
+
+    def _model(self) -> MemoryModel:
+        """The storage model with these sizes: one storage per op, per graph input, per pinned input."""
+        return from_arrays(self.sizes, self.preds, self.shape.succs, self.outputs, self.ext, self.pinned, None, self.names,
+                           lambda v: f"op{v}_{self.names[v]}")  # fmt: skip
 
     @property
     def n(self) -> int:
         return len(self.sizes)
 
     def at(self, env: dict[str, int]) -> Dag:
-        """The concrete Dag at one value of the dimensions."""
-        return Dag([evaluate(s, env) for s in self.sizes], self.preds, None, self.outputs,
-                   [(evaluate(b, env), ops) for b, ops in self.ext], sum(evaluate(p, env) for p in self.pinned),
-                   self.names)  # fmt: skip
+        """The concrete Dag at one value of the dimensions (the model evaluated there)."""
+        return Dag.from_model(self.model.at(env))
 
     # -- the memory model, symbolically ----------------------------------------------------------
     def buffers(self, order) -> list[SymBuffer]:
-        """Every storage need under ``order``, with the live ranges of ``Dag.curve``."""
+        """Every storage need under ``order``: the model's live ranges."""
         if not self.shape.is_order(order):
             raise ValueError("not a topological order of the graph")
-        step = {v: s for s, v in enumerate(order)}
-        end = max(len(order) - 1, 0)
-        out = []
-        for v in range(self.n):
-            last = end if v in self.outputs else max((step[s] for s in self.shape.succs[v]), default=step[v])
-            out.append(SymBuffer(f"op{v}_{self.names[v]}", self.sizes[v], step[v], last))
-        for e, (size, ops) in enumerate(self.ext):
-            out.append(SymBuffer(f"input{e}", size, 0, max((step[o] for o in ops), default=0)))
-        for i, size in enumerate(self.pinned):
-            out.append(SymBuffer(f"pinned{i}", size, 0, end))
-        return out
+        return [SymBuffer(r.name, r.size, r.first, r.last) for r in self.model.ranges(order)]
 
     def curve(self, order) -> list:
-        """Bytes live at each step, as expressions."""
-        steps = max(len(order), 1)
-        live = [[] for _ in range(steps)]
-        for b in self.buffers(order):
-            for s in range(b.first, b.last + 1):
-                live[s].append(b.size)
-        return [self.symbols.simplify(sum(terms[1:], terms[0]) if terms else 0) for terms in live]
+        """Bytes live at each step, as expressions (the model's curve)."""
+        if not self.shape.is_order(order):
+            raise ValueError("not a topological order of the graph")
+        return self.model.curve(order, self.symbols.const(0), self.symbols.simplify)
 
     def peak(self, order):
         """The order's peak as a max expression (dominated steps pruned)."""
@@ -313,53 +308,34 @@ class SymDag:
 
     # -- builder --------------------------------------------------------------------------------
     @classmethod
+    def from_model(cls, symbols: Symbols, model: MemoryModel) -> "SymDag":
+        """The SymDag of a storage model whose sizes are expressions (an op with several outputs owns their sum)."""
+        sizes = [symbols.const(0) for _ in range(model.n)]
+        outputs, ext, pinned = set(), [], []
+        for s in model.storages.values():
+            if s.producer is None:
+                if s.pinned:
+                    pinned.append(s.size)
+                else:
+                    ext.append((s.size, list(s.readers)))
+            else:
+                sizes[s.producer] = sizes[s.producer] + s.size
+                if s.pinned:
+                    outputs.add(s.producer)
+        return cls(symbols, sizes, model.preds(), outputs, ext, pinned, [op.name for op in model.ops])
+
+    @classmethod
     def from_tflite(cls, path, dims: list[SymDim], align: int = 4, views=("RESHAPE", "SQUEEZE", "EXPAND_DIMS")) -> "SymDag":
-        """From a .tflite flatbuffer, with the structure of ``Dag.from_tflite`` (constants in flash, views
-        as aliases, an op with several outputs owns their sum) and sizes in the symbolic dimension."""
-        from ..frontend.footprint import is_constant, op_names
+        """From a .tflite flatbuffer: the adapter ``memory.from_tflite`` (constants in flash, variables state,
+        views as aliases) with sizes in the symbolic dimension; an op with several outputs owns their sum."""
         from ..frontend.tflite_import import read_tflite
 
         symbols = Symbols(dims)
         model = read_tflite(Path(path))
         sg = model.Subgraphs(0)
-        kinds_of = op_names(model)
         tensor_bytes = _symbolic_tensor_bytes(model, sg, symbols, Path(path).name)
-
-        def is_const(t):
-            return is_constant(model, sg.Tensors(t))
-
-        def nbytes(t):
-            return aligned_expr(symbols, tensor_bytes[t], align)
-
-        root, producer, readers = {}, {}, {}
-        sizes, preds, kinds = [], [], []
-        for i in range(sg.OperatorsLength()):
-            op = sg.Operators(i)
-            ins = [root.get(t, t) for t in _ints(op.InputsAsNumpy()) if t >= 0 and not is_const(t)]
-            outs = [t for t in _ints(op.OutputsAsNumpy()) if t >= 0]
-            if kinds_of[i] in views and len(ins) == 1 and len(outs) == 1:
-                root[outs[0]] = ins[0]
-                continue
-            v = len(sizes)
-            sizes.append(sum((nbytes(t) for t in outs), symbols.const(0)))
-            preds.append(sorted({producer[t] for t in ins if t in producer}))
-            kinds.append(kinds_of[i])
-            for t in outs:
-                producer[t] = v
-            for t in set(ins):
-                if t not in producer:
-                    readers.setdefault(t, []).append(v)
-        graph_outs = {root.get(t, t) for t in _ints(sg.OutputsAsNumpy())}
-        outputs = {producer[t] for t in graph_outs if t in producer}
-        ext, pinned = [], []
-        for t in sorted(set(_ints(sg.InputsAsNumpy())) | set(readers)):
-            if t in producer or is_const(t):
-                continue
-            if t in graph_outs:
-                pinned.append(nbytes(t))
-            else:
-                ext.append((nbytes(t), readers.get(t, [])))
-        dag = cls(symbols, sizes, preds, outputs, ext, pinned, kinds)
+        mm = from_tflite(model, 1, views, size_of=lambda t: aligned_expr(symbols, tensor_bytes[t], align))
+        dag = cls.from_model(symbols, mm)
         dag.tensor_bytes = tensor_bytes
         return dag
 
