@@ -287,7 +287,7 @@ def test_ram_override_not_a_budget(tmp_path):
 
 def test_ram_override_with_a_unit(tmp_path):
     """17K is 17 x 1024 bytes: the same budget as the floor test above, so the same refusal."""
-    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 4,000 bytes", "1,024 bytes left", "17,408 B of RAM in all",
+    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 3,000 bytes", "1,024 bytes left", "17,408 B of RAM in all",
                 extra=("--ram", "17K"))  # fmt: skip
 
 
