@@ -240,6 +240,62 @@ def _refresh_report(project: Path, profile: dict) -> None:
     write_report(project, profile={k: v for k, v in profile.items() if k != "saved_to"})
 
 
+@app.command()
+def analyze(
+    model: Path = typer.Argument(..., help="The .tflite model."),
+    board: str = typer.Option("stm32f746", "--board", "-b", help="Board name (see `edgemem boards`) or a board .toml."),
+    ram: Optional[int] = typer.Option(None, "--ram", parser=_size, metavar="SIZE", help="Judge against this much RAM instead of the board's (320K, 1M, bytes)."),
+    flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Judge against this much flash instead of the board's."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
+) -> None:
+    """What the model needs and whether it fits the board, from the file alone (no toolchain, no QEMU): per
+    operator MACs, weights and live bytes; every operator edgemem lacks; the RAM floor and a plan next to the
+    board's RAM; the largest value of a symbolic dimension that fits. Exit 4 if an operator is unsupported, 5 if
+    the model cannot fit, else 0."""
+    try:
+        from .analyze import analyze as run_analysis
+
+        a = run_analysis(model, board, ram, flash)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+        return
+    if as_json:
+        _json(a.to_json())
+    else:
+        _print_analysis(a)
+    if a.unsupported:
+        raise typer.Exit(4)
+    if a.verdict == "does not fit":
+        raise typer.Exit(5)
+
+
+def _print_analysis(a) -> None:
+    t = Table("#", "operator", "type", "output", "MACs", "weights", "live (file order)", title=f"{Path(a.model).name}: operators")
+    peak = max((r.live_bytes for r in a.operators), default=0)
+    for r in a.operators:
+        name = r.name if r.supported else f"[red]{r.name} (no kernel)[/]"
+        live = f"[bold]{r.live_bytes:,}[/]" if r.live_bytes == peak and peak else f"{r.live_bytes:,}"
+        t.add_row(str(r.index), name, r.operand_type, "x".join(map(str, r.output_shape)) or "scalar", f"{r.macs:,}",
+                  f"{r.weight_bytes:,}", live)  # fmt: skip
+    out.print(t)
+    s = Table(title=f"{Path(a.model).name} on {a.board}", show_header=False)
+    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or placement uses less)")
+    s.add_row("arena, file order", f"{a.file_order_arena_bytes:,} B (a plan the build reaches at worst)")
+    s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,}-byte stack)")
+    s.add_row("weights (flash)", f"{a.weights_bytes:,} B of {a.board_flash_bytes:,} B")
+    s.add_row("MACs", f"{a.macs:,}")
+    if a.symbolic:
+        n = a.symbolic["largest_fitting"]
+        s.add_row("symbolic dimension", a.symbolic["note"] or (
+            f"arena {a.symbolic['arena_expr']} B; largest {a.symbolic['dim']} that fits: "
+            f"{'none' if n is None else n} (searched {a.symbolic['range'][0]}..{a.symbolic['range'][1]})"))  # fmt: skip
+    colour = {"fits": "green", "may fit": "yellow", "does not fit": "red"}[a.verdict]
+    s.add_row("verdict", f"[{colour}]{a.verdict}[/]")
+    out.print(s)
+    if a.unsupported:
+        err.print(f"[bold red]no kernel for {len(a.unsupported)} operator(s):[/] " + "; ".join(a.unsupported), highlight=False, soft_wrap=True)
+
+
 @app.command("report")
 def report_cmd(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),

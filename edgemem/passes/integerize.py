@@ -4,7 +4,7 @@ TVM's TFLite frontend imports an int8 model as ``dequantize -> float op -> quant
 operator. This pass recognises each of those islands and replaces it with one ``call_tir`` to an
 integer kernel (edgemem.kernels.int8_ops) carrying TFLite Micro's arithmetic: activations stay
 int8, weights stay int8 constants, accumulators are int32 and requantization is fixed-point.
-Reshapes of int8 tensors stay Relax reshapes (views, no copy).
+Reshapes of int8 and int16 tensors stay Relax reshapes (views, no copy).
 
 Every recognised island is one TFLite operator; anything else is reported with the TFLite
 operator it stopped at (the frontend's record of which operator produced which variable), so an unsupported model fails loudly instead of silently running in float.
@@ -298,6 +298,9 @@ class _Integerizer:
         op = _op(value)
         if var in alias:
             self.env[var] = self._act(alias[var])
+            return
+        if op == "reshape" and _dtype(var) == "int16" and isinstance(value.args[0], relax.Var) and value.args[0] in self.env:
+            self.env[var] = self.bb.emit(relax.op.reshape(self._act(value.args[0]), _shape(var)))  # a view, as int8's
             return
         if _dtype(var) != "int8":
             if op == "dequantize" and var in self.outputs:

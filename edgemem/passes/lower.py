@@ -52,13 +52,13 @@ def _opaque_own_kernels(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def _has_int8_kernels(mod: tvm.IRModule) -> bool:
-    """Kernels the frontend already called (an int8 LSTM, an operator of frontend/ops/) with an int8 operand: a
-    model with no QDQ island at all can have them. A float model whose only edgemem kernels take float, int32
+    """Kernels the frontend already called (an int8 LSTM, an operator of frontend/ops/) with an int8 or int16
+    operand: a model with no QDQ island at all can have them (a 16x8 model is all such kernels). A float model whose only edgemem kernels take float, int32
     or bool data (a float32 BATCH_MATMUL, a layout move) stays on TVM's float path, which keeps those calls as
     they are and lowers the float Relax ops around them."""
     for f in mod.functions.values():
         if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs:
-            if any(str(getattr(p.ty, "dtype", "")) == "int8" for p in f.params):
+            if any(str(getattr(p.ty, "dtype", "")) in ("int8", "int16") for p in f.params):
                 return True
     return False
 

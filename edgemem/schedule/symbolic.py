@@ -387,7 +387,7 @@ def _symbolic_tensor_bytes(model, sg, symbols: Symbols, model_name: str) -> dict
             )
     out = {}
     for t, (sig, shape, itemsize, _) in shapes.items():
-        symbolic = sig[0] < 0 if marked else True
+        symbolic = bool(sig) and sig[0] < 0 if marked else True  # a 0-d tensor (no signature) is not symbolic
         rest = 1
         for d in (shape[1:] if symbolic else shape):
             rest *= max(d, 1)

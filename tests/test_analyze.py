@@ -1,0 +1,84 @@
+"""`edgemem analyze`: read from the flatbuffer alone, checked against what a real build finds (its lowering's own
+MAC counts, its planned arena), and its refusals and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgemem import pipeline
+from edgemem.analyze import analyze
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
+BATCH = ROOT / "examples" / "kws_tiny_batch_int8.tflite"
+SHARED = ROOT.parent / "shared" / "models"
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "edgemem.cli", "analyze", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)  # fmt: skip
+
+
+@pytest.mark.parametrize("model", [EXAMPLE, SHARED / "mlperf_kws_dscnn_int8.tflite", ROOT / "tests" / "models" / "arch" / "conv1d_dilated-int16.tflite"],
+                         ids=lambda p: p.stem)
+def test_analysis_agrees_with_a_build(model, tmp_path):
+    """MACs per operator kind equal the lowering's own counts (the kernels' edgemem.macs); the floor is at most the
+    arena the build plans, which is at most the file-order plan analyze reports."""
+    if not model.exists():
+        pytest.skip(f"{model} is not here (../shared/models)")
+    a = analyze(model, "stm32f746")
+    info = pipeline.build(model, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False, opt_seconds=0)).info
+    built = Counter()
+    for step in info["memory"]["steps"]:
+        built[step["kind"]] += step["macs"]
+    mine = Counter()
+    for r in a.operators:
+        mine[r.name] += r.macs
+    assert {k: v for k, v in mine.items() if v} == {k: v for k, v in built.items() if v}
+    assert a.ram_floor_bytes <= info["arena_bytes"] <= a.file_order_arena_bytes
+    assert a.verdict == "fits" and not a.unsupported
+    assert 0 < a.weights_bytes <= info["weights_bytes"]  # the build adds kernel tables (SOFTMAX's exp) to the file's
+
+
+def test_every_unsupported_operator_at_once_and_exit_4(tmp_path):
+    sys.path.insert(0, str(ROOT / "examples"))
+    import make_example_model as mm
+
+    mb = mm.ModelBuilder()
+    q = mm.qparams([0.05], [0])
+    x = mb.tensor("x", (1, 4, 4, 3), np.int16, q)
+    t = mb.tensor("t", (1, 4, 4, 3), np.int16, q)
+    u = mb.tensor("u", (1, 4, 4, 3), np.int16, q)
+    y = mb.tensor("y", (1, 4, 4, 3), np.int16, q)
+    mb.op(mm.OP.HARD_SWISH, [x], [t])
+    mb.op(mm.OP.RELU, [t], [u])
+    mb.op(mm.OP.HARD_SWISH, [u], [y])
+    path = tmp_path / "two_missing.tflite"
+    path.write_bytes(mb.serialize([x], [y]))
+    p = _cli(path, "--json")
+    assert p.returncode == 4, p.stderr
+    report = json.loads(p.stdout)
+    assert report["unsupported"] == ["operator #0 HARD_SWISH (output 't') on int16", "operator #2 HARD_SWISH (output 'y') on int16"]
+    assert [r["supported"] for r in report["operators"]] == [False, True, False]
+
+
+def test_does_not_fit_exit_5():
+    p = _cli(EXAMPLE, "--ram", "17K", "--json")
+    report = json.loads(p.stdout)
+    assert p.returncode == 5 and report["verdict"] == "does not fit"
+    assert report["ram_floor_bytes"] > report["ram_budget_bytes"] == 17 * 1024 - 16384
+
+
+def test_largest_batch_that_fits():
+    """The batch model's arena grows by the batch-1 plan per item: the largest batch is the budget over it."""
+    a = analyze(BATCH, "stm32f746", ram=64 * 1024)
+    per_item = analyze(EXAMPLE, "stm32f746").file_order_arena_bytes
+    assert a.symbolic["arena_expr"] == f"{per_item}*n"
+    assert a.symbolic["largest_fitting"] == a.ram_budget_bytes // per_item
