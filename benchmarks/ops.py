@@ -82,7 +82,15 @@ def operators_in(path: Path) -> set[tuple[str, str]]:
     """(operator, operand type) of every operator of the model."""
     model = read_tflite(path)
     sg = model.Subgraphs(0)
-    return {(name, operand_type(sg, sg.Operators(i), model)) for i, name in enumerate(op_names(model))}
+    from edgemem.frontend.ops.registry import _TFL_TYPES
+
+    def kind(i, name):
+        op = sg.Operators(i)
+        if name == "SELECT_V2":  # its first operand is the bool condition: a row per type of the values it selects
+            return _TFL_TYPES.get(sg.Tensors(int(op.Outputs(0))).Type(), "unknown")
+        return operand_type(sg, op, model)
+
+    return {(name, kind(i, name)) for i, name in enumerate(op_names(model))}
 
 
 def subgraph_count(path: Path) -> int:

@@ -67,8 +67,11 @@ def squeeze_options(dims):
     return mm.OPTS.SqueezeOptions, fn
 
 
+Q16 = {"scale": [0.0003], "zero_point": [0]}
+
+
 def _quant(dtype):
-    return Q if dtype == np.int8 else None
+    return Q if dtype == np.int8 else (Q16 if dtype == np.int16 else None)
 
 
 def unary_model(op, x_shape, dtype, out_shape, consts=(), opts=(0, None), out_dtype=None, version=1, const_first=False):
@@ -266,6 +269,10 @@ def space_batch_3d_model(dtype):
 
 MODELS = {
     "squeeze_int8": lambda: unary_model(OP.SQUEEZE, (1, 4, 1, 3), np.int8, (4, 3), opts=squeeze_options([0, 2])),
+    # int16 (16x8 models): the converter writes RESHAPE for these, TFLM runs them on int16 all the same
+    "squeeze_int16": lambda: unary_model(OP.SQUEEZE, (1, 4, 1, 3), np.int16, (4, 3), opts=squeeze_options([0, 2])),
+    "expand_dims_int16": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.int16, (4, 1, 3), [np.array(1, np.int32)]),
+    "dynamic_update_slice_int16": lambda: dynamic_update_slice_model(np.int16, [0, 2, 3, 0]),
     "expand_dims_int8": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.int8, (4, 1, 3), [np.array(-2, np.int32)]),
     "expand_dims_bool": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.bool_, (1, 4, 3), [np.array(0, np.int32)]),
     "expand_dims_float32": lambda: unary_model(OP.EXPAND_DIMS, (4, 3), np.float32, (4, 3, 1), [np.array(2, np.int32)]),
