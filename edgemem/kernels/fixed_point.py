@@ -67,6 +67,16 @@ def quantize_round(value: float, scale: float, zero_point: int) -> int:
     return int(zero_point + _round_half_away(float(np.float32(value) / np.float32(scale))))
 
 
+def activation_range(kind: str, scale: float, zero_point: int, lo: int = -128, hi: int = 127) -> tuple[int, int]:
+    """TFLite's CalculateActivationRangeQuantized: the clamp of a fused activation (NONE, RELU, RELU6,
+    RELU_N1_TO_1) on an output of range [lo, hi] (int8 by default; int16: -32768, 32767)."""
+    bounds = {"RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}.get(kind)
+    if bounds is None:
+        return lo, hi
+    low = max(lo, quantize_round(bounds[0], scale, zero_point))
+    return low, hi if bounds[1] is None else min(hi, quantize_round(bounds[1], scale, zero_point))
+
+
 # ---------------------------------------------------------------- TIR expressions
 #
 # Written without Select or division, each intermediate used at most twice: a TIR expression is a

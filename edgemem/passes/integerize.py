@@ -30,11 +30,11 @@ from ..kernels import int8_ops, logistic
 from . import kernel_spec
 from .rewrite import abandon
 from ..kernels.fixed_point import (
+    activation_range,
     conv_multipliers,
     fully_connected_multiplier,
     mul_multiplier,
     quantize_multiplier,
-    quantize_round,
     rescale_multiplier,
 )
 from ..kernels.int8_ops import Requant
@@ -178,14 +178,7 @@ def _weight(g: _Graph, expr) -> tuple[np.ndarray, Dequant] | None:
 
 def _activation_range(kind: str, scale: float, zp: int) -> tuple[int, int]:
     """TFLite's CalculateActivationRangeQuantized for int8."""
-    lo, hi = -128, 127
-    if kind == "RELU":
-        return max(lo, quantize_round(0.0, scale, zp)), hi
-    if kind == "RELU6":
-        return max(lo, quantize_round(0.0, scale, zp)), min(hi, quantize_round(6.0, scale, zp))
-    if kind == "RELU_N1_TO_1":
-        return max(lo, quantize_round(-1.0, scale, zp)), min(hi, quantize_round(1.0, scale, zp))
-    return lo, hi
+    return activation_range(kind, scale, zp)
 
 
 def _activation_from_clip(lo: float, hi: float, scale: float, zp: int) -> tuple[int, int]:

@@ -44,8 +44,7 @@ import tflite
 from tvm import tirx
 
 from ...kernels import binary as K
-from ...kernels.fixed_point import clamp_to_int8, multiply_by_quantized_multiplier, quantize_multiplier, quantize_round
-from ...passes.integerize import _activation_range
+from ...kernels.fixed_point import activation_range, clamp_to_int8, multiply_by_quantized_multiplier, quantize_multiplier
 from .registry import OpContext, lowering
 
 _ACT_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
@@ -122,14 +121,7 @@ def _q(ctx: OpContext, t, what: str, dtype: str, zero: bool = False):
 
 def _quantized_activation_range(kind: str, scale: float, zp: int, dtype: str) -> tuple[int, int]:
     """TFLite's CalculateActivationRangeQuantized for an int8 or int16 output."""
-    lo, hi = _RANGES[dtype]
-    if kind == "RELU":
-        return max(lo, quantize_round(0.0, scale, zp)), hi
-    if kind == "RELU6":
-        return max(lo, quantize_round(0.0, scale, zp)), min(hi, quantize_round(6.0, scale, zp))
-    if kind == "RELU_N1_TO_1":
-        return max(lo, quantize_round(-1.0, scale, zp)), min(hi, quantize_round(1.0, scale, zp))
-    return lo, hi
+    return activation_range(kind, scale, zp, *_RANGES[dtype])
 
 
 def _smaller_than_one(ctx: OpContext, real: float, what: str) -> tuple[int, int]:
@@ -283,7 +275,7 @@ def div_int8(ctx: OpContext):
     a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     _same_types(ctx, [b, y], "int8")
     (s1, z1), (s2, z2), (so, zo) = _i8(ctx, a, "first input"), _i8(ctx, b, "second input"), _i8(ctx, y, "output")
-    act_min, act_max = _activation_range(_fused_activation(ctx, tflite.DivOptions), so, zo)
+    act_min, act_max = activation_range(_fused_activation(ctx, tflite.DivOptions), so, zo)
     # double: the TFLM source divides float32 scales, its package build (the oracle) rounds as double
     multiplier, shift = quantize_multiplier(float(_f32(s1)) / (float(_f32(s2)) * float(_f32(so))))
     (a_arg, a_shape, _), (b_arg, b_shape, _) = _operand(ctx, a), _operand(ctx, b)

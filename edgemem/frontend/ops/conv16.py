@@ -22,7 +22,7 @@ import numpy as np
 import tflite
 
 from ...kernels import conv16 as k
-from ...kernels.fixed_point import conv_multipliers, fully_connected_multiplier, quantize_round
+from ...kernels.fixed_point import activation_range, conv_multipliers, fully_connected_multiplier
 from .registry import OpContext, lowering
 
 _ACTS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
@@ -38,13 +38,7 @@ def activation_range_int16(ctx: OpContext, code: int, scale: float, zp: int) -> 
     bounds = {"RELU": (0.0,), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}.get(act, ())
     if any(abs(np.float32(f) / np.float32(scale)) >= 2.0**31 for f in bounds):
         ctx.refuse(f"its output scale {scale:g} puts its {act} bounds outside int32; TFLite fails its Prepare on that.")
-    if act == "RELU":
-        return max(lo, quantize_round(0.0, scale, zp)), hi
-    if act == "RELU6":
-        return max(lo, quantize_round(0.0, scale, zp)), min(hi, quantize_round(6.0, scale, zp))
-    if act == "RELU_N1_TO_1":
-        return max(lo, quantize_round(-1.0, scale, zp)), min(hi, quantize_round(1.0, scale, zp))
-    return lo, hi
+    return activation_range(act, scale, zp, lo, hi)
 
 
 def _padding(same: bool, stride: int, dilation: int, in_size: int, filt: int) -> tuple[int, int]:

@@ -67,7 +67,7 @@ def transpose_conv(ctx: OpContext):
     converter imports it, but nothing lowers conv2d_transpose to a kernel."""
     import tflite
 
-    from ...passes.integerize import _activation_range
+    from ...kernels.fixed_point import activation_range
 
     w_t, x_t, out_t = ctx.inputs[1], ctx.inputs[2], ctx.outputs[0]
     has_bias = ctx.present(3)
@@ -103,7 +103,7 @@ def transpose_conv(ctx: OpContext):
     if wq is None or ctx.dtype(w_t) != "int8" or wq[0].size not in (1, w_shape[0]):
         ctx.refuse(f"its weights are {ctx.dtype(w_t)} with {0 if wq is None else wq[0].size} scales; TFLite's int8 TRANSPOSE_CONV takes int8 weights with one scale or one per output channel.")
     mult, shift = conv_multipliers(in_scale, np.broadcast_to(wq[0], (w_shape[0],)), out_scale)
-    act_min, act_max = _activation_range(act, out_scale, out_zp)
+    act_min, act_max = activation_range(act, out_scale, out_zp)
     prim = kernels.transpose_conv(x_shape, w_shape, out_shape, stride, pad, has_bias, dtype, quant=(in_zp, out_zp, act_min, act_max))
     return ctx.emit("TRANSPOSE_CONV", prim, args + [mult, shift], out_shape, dtype, macs)
 

@@ -25,7 +25,7 @@ import tflite
 
 from ...kernels import int8_ops
 from ...kernels import reductions as kr
-from ...kernels.fixed_point import mean_multiplier, quantize_multiplier, quantize_round, rescale_multiplier
+from ...kernels.fixed_point import activation_range, mean_multiplier, quantize_multiplier, rescale_multiplier
 from .registry import OpContext, lowering
 
 
@@ -227,16 +227,6 @@ def _same_padding(size: int, filt: int, stride: int) -> tuple[int, int]:
     return out, total // 2
 
 
-def _activation_range(kind: str, scale: float, zp: int, lo: int, hi: int) -> tuple[int, int]:
-    """TFLite's CalculateActivationRangeQuantized for an output of range [lo, hi]."""
-    if kind == "RELU":
-        return max(lo, quantize_round(0.0, scale, zp)), hi
-    if kind == "RELU6":
-        return max(lo, quantize_round(0.0, scale, zp)), min(hi, quantize_round(6.0, scale, zp))
-    if kind == "RELU_N1_TO_1":
-        return max(lo, quantize_round(-1.0, scale, zp)), min(hi, quantize_round(1.0, scale, zp))
-    return lo, hi
-
 
 def _pool(ctx: OpContext, kind: str):
     x, y = ctx.inputs[0], ctx.outputs[0]
@@ -263,7 +253,7 @@ def _pool(ctx: OpContext, kind: str):
     if (oh, ow) != tuple(out_shape[1:3]):
         ctx.refuse(f"its output shape {list(out_shape)} does not match the {kind} window ({oh}x{ow} expected).")
     lo, hi = (-128, 127) if dtype == "int8" else (-32768, 32767)
-    act_min, act_max = _activation_range(act, out_scale, out_zp, lo, hi)
+    act_min, act_max = activation_range(act, out_scale, out_zp, lo, hi)
     if dtype == "int8":
         rq = int8_ops.Requant(out_zp, act_min, act_max)
         build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
