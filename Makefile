@@ -4,7 +4,7 @@
 
 PYTHON ?= python3
 VENV   ?= .venv
-APT_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc clang chromium
+APT_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc clang chromium cmake
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODEL ?= examples/kws_tiny_int8.tflite
 BOARD ?= stm32f746
@@ -15,7 +15,7 @@ setup: toolchain $(VENV)/.installed
 
 toolchain:
 	@command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null \
-	  && command -v gcc >/dev/null && command -v clang >/dev/null && command -v chromium >/dev/null \
+	  && command -v gcc >/dev/null && command -v clang >/dev/null && command -v chromium >/dev/null && command -v cmake >/dev/null \
 	  || ($(SUDO) apt-get update && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $(APT_PACKAGES))
 
 $(VENV)/.installed: pyproject.toml
