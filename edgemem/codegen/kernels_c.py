@@ -802,6 +802,17 @@ def _vars(expr) -> set:
 def _use_microkernels(func: tirx.PrimFunc, used: set) -> tirx.PrimFunc:
     """Marked loops -> micro-kernel calls (see above); a marked loop of another form stays a loop."""
 
+    marked = []
+
+    def find(loop):
+        ann = loop.annotations or {}
+        if "edgemem.dot" in ann or "edgemem.lanes" in ann:
+            marked.append(loop)
+
+    tvm_ffi.structural_walk(func.body, (tirx.For, find))
+    if not marked:  # nothing to do: the function is returned as it is
+        return func
+
     def on_for(loop):
         ann = loop.annotations or {}
         new = None

@@ -260,13 +260,12 @@ def _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_s
     ):
         T.func_attr({"tir.noalias": False})
         acc = T.decl_buffer((2,), "int32")
-        of = T.decl_buffer((k_out * c,), "int8", data=out.data)
         for ch in range(c):
             for y, z in T.grid(h, w):
                 tmp[y * w + z] = x[0, y, z, ch]
             for i, j in T.grid(ho, wo):
                 output(tmp, wt, bias, acc, i, j, ch, 1, 0)
-                store(of, (i * wo + j) * c + ch, acc[0], mult[ch], shift[ch])
+                store(out, (0, i, j, ch), acc[0], mult[ch], shift[ch])
 
     @T.prim_func
     def depthwise_inplace_delayed(
@@ -703,6 +702,11 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
     npix = n * ho * wo
     store = _requant_macro(rq, True)
     o2 = o // 2
+
+    def opix(p, oc):  # out[b, i, j, oc] of flat output pixel p: the kernel stores to its output parameter itself
+        if n == 1:
+            return (0, tirx.floordiv(p, wo), tirx.floormod(p, wo), oc)
+        return (tirx.floordiv(p, ho * wo), tirx.floormod(tirx.floordiv(p, wo), ho), tirx.floormod(p, wo), oc)
     kk = kh * kw * c
 
     if kh == 1 and kw == 1 and not any(int(v) for v in pad):
@@ -721,7 +725,6 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                       mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
             xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
             wf = T.decl_buffer((o * c,), "int8", data=wt.data)
-            of = T.decl_buffer((npix * o,), "int8", data=out.data)
             acc = T.decl_buffer((4,), "int32")
             for pp in range(p2):
                 for oo in range(o2):
@@ -734,24 +737,24 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                         acc[1] = acc[1] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oo * 2 * c + c + k])
                         acc[2] = acc[2] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oo * 2 * c + k])
                         acc[3] = acc[3] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oo * 2 * c + c + k])
-                    store(of, pp * 2 * o + oo * 2, acc[0], mult[oo * 2], shift[oo * 2])
-                    store(of, pp * 2 * o + oo * 2 + 1, acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
-                    store(of, pp * 2 * o + o + oo * 2, acc[2], mult[oo * 2], shift[oo * 2])
-                    store(of, pp * 2 * o + o + oo * 2 + 1, acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                    store(out, opix(pp * 2, oo * 2), acc[0], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2, oo * 2 + 1), acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                    store(out, opix(pp * 2 + 1, oo * 2), acc[2], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2 + 1, oo * 2 + 1), acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
                 for oc in range(o2 * 2, o):
                     acc[0] = bias[oc]
                     acc[1] = bias[oc]
                     for k in T.serial(c, annotations={"edgemem.dot": 1}):
                         acc[0] = acc[0] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oc * c + k])
                         acc[1] = acc[1] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oc * c + k])
-                    store(of, pp * 2 * o + oc, acc[0], mult[oc], shift[oc])
-                    store(of, pp * 2 * o + o + oc, acc[1], mult[oc], shift[oc])
+                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
+                    store(out, opix(pp * 2 + 1, oc), acc[1], mult[oc], shift[oc])
             for p in range(p2 * 2, npix):
                 for oc in range(o):
                     acc[0] = bias[oc]
                     for k in T.serial(c, annotations={"edgemem.dot": 1}):
                         acc[0] = acc[0] + T.Cast("int32", xf[xoff(p) + k]) * T.Cast("int32", wf[oc * c + k])
-                    store(of, p * o + oc, acc[0], mult[oc], shift[oc])
+                    store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
 
         return pointwise
 
@@ -798,7 +801,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                     acc[3] = acc[3] + T.Cast("int32", wf[oc * kk + kk + (r * kw + s0) * c + k])
 
     @T.macro
-    def channels(xf, wf, of, bias, mult, shift, acc, p, oc, two):  # output pixel p, channel oc (and oc + 1)
+    def channels(xf, wf, out, bias, mult, shift, acc, p, oc, two):  # output pixel p, channel oc (and oc + 1)
         acc[0] = bias[oc]
         if two:
             acc[1] = bias[oc + 1]
@@ -817,9 +820,9 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
             acc[0] = acc[0] + acc[2] * zp
             if two:
                 acc[1] = acc[1] + acc[3] * zp
-        store(of, p * o + oc, acc[0], mult[oc], shift[oc])
+        store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
         if two:
-            store(of, p * o + oc + 1, acc[1], mult[oc + 1], shift[oc + 1])
+            store(out, opix(p, oc + 1), acc[1], mult[oc + 1], shift[oc + 1])
 
     def tap_inside(p, r, s):
         _, y, z = origin(p)
@@ -839,7 +842,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                         col[q * kk + (r * kw + s) * c + k] = T.if_then_else(tap_inside(p, r, s), xf[xrow(p, r, s) + k], T.int8(zp))
 
     @T.macro
-    def tile2x2(xf, wf, of, bias, mult, shift, acc, p, oc):  # interior pixels p, p + 1 x channels oc, oc + 1
+    def tile2x2(xf, wf, out, bias, mult, shift, acc, p, oc):  # interior pixels p, p + 1 x channels oc, oc + 1
         acc[0] = bias[oc]
         acc[1] = bias[oc + 1]
         acc[2] = bias[oc]
@@ -858,17 +861,16 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                         acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s) * c + k])
                         acc[2] = acc[2] + T.Cast("int32", xf[xrow(p + 1, r, s) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s) * c + k])
                         acc[3] = acc[3] + T.Cast("int32", xf[xrow(p + 1, r, s) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s) * c + k])
-        store(of, p * o + oc, acc[0], mult[oc], shift[oc])
-        store(of, p * o + oc + 1, acc[1], mult[oc + 1], shift[oc + 1])
-        store(of, p * o + o + oc, acc[2], mult[oc], shift[oc])
-        store(of, p * o + o + oc + 1, acc[3], mult[oc + 1], shift[oc + 1])
+        store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
+        store(out, opix(p, oc + 1), acc[1], mult[oc + 1], shift[oc + 1])
+        store(out, opix(p + 1, oc), acc[2], mult[oc], shift[oc])
+        store(out, opix(p + 1, oc + 1), acc[3], mult[oc + 1], shift[oc + 1])
 
     @T.prim_func
     def conv_columns(x: T.Buffer((n, h, w, c), "int8"), wt: T.Buffer((o, kh, kw, c), "int8"), bias: T.Buffer((o,), "int32"),
                      mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
         xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
         wf = T.decl_buffer((o * kk,), "int8", data=wt.data)
-        of = T.decl_buffer((npix * o,), "int8", data=out.data)
         acc = T.decl_buffer((4,), "int32")
         col = T.decl_buffer((2 * kk,), "int8")
         for pp in range((npix + 1) // 2):
@@ -885,24 +887,24 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                         acc[1] = acc[1] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
                         acc[2] = acc[2] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + k])
                         acc[3] = acc[3] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
-                    store(of, pp * 2 * o + oo * 2, acc[0], mult[oo * 2], shift[oo * 2])
-                    store(of, pp * 2 * o + oo * 2 + 1, acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
-                    store(of, pp * 2 * o + o + oo * 2, acc[2], mult[oo * 2], shift[oo * 2])
-                    store(of, pp * 2 * o + o + oo * 2 + 1, acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                    store(out, opix(pp * 2, oo * 2), acc[0], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2, oo * 2 + 1), acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                    store(out, opix(pp * 2 + 1, oo * 2), acc[2], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2 + 1, oo * 2 + 1), acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
                 for oc in range(o2 * 2, o):
                     acc[0] = bias[oc]
                     acc[1] = bias[oc]
                     for k in T.serial(kk, annotations={"edgemem.dot": 1}):
                         acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
                         acc[1] = acc[1] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oc * kk + k])
-                    store(of, pp * 2 * o + oc, acc[0], mult[oc], shift[oc])
-                    store(of, pp * 2 * o + o + oc, acc[1], mult[oc], shift[oc])
+                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
+                    store(out, opix(pp * 2 + 1, oc), acc[1], mult[oc], shift[oc])
             else:
                 for oc in range(o):
                     acc[0] = bias[oc]
                     for k in T.serial(kk, annotations={"edgemem.dot": 1}):
                         acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
-                    store(of, pp * 2 * o + oc, acc[0], mult[oc], shift[oc])
+                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
 
     if kw * c < 16 and 2 * kk <= COLUMN_BYTES:
         return conv_columns
@@ -912,26 +914,25 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
              mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
         xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
         wf = T.decl_buffer((o * kk,), "int8", data=wt.data)
-        of = T.decl_buffer((npix * o,), "int8", data=out.data)
         acc = T.decl_buffer((4,), "int32")
         for pp in range(npix // 2):  # two pixels per pass where both are inside
             if interior(pp * 2) and interior(pp * 2 + 1):
                 for oo in range(o2):
-                    tile2x2(xf, wf, of, bias, mult, shift, acc, pp * 2, oo * 2)
+                    tile2x2(xf, wf, out, bias, mult, shift, acc, pp * 2, oo * 2)
                 for oc in range(o2 * 2, o):
-                    channels(xf, wf, of, bias, mult, shift, acc, pp * 2, oc, False)
-                    channels(xf, wf, of, bias, mult, shift, acc, pp * 2 + 1, oc, False)
+                    channels(xf, wf, out, bias, mult, shift, acc, pp * 2, oc, False)
+                    channels(xf, wf, out, bias, mult, shift, acc, pp * 2 + 1, oc, False)
             else:
                 for q in range(2):
                     for oo in range(o2):
-                        channels(xf, wf, of, bias, mult, shift, acc, pp * 2 + q, oo * 2, True)
+                        channels(xf, wf, out, bias, mult, shift, acc, pp * 2 + q, oo * 2, True)
                     for oc in range(o2 * 2, o):
-                        channels(xf, wf, of, bias, mult, shift, acc, pp * 2 + q, oc, False)
+                        channels(xf, wf, out, bias, mult, shift, acc, pp * 2 + q, oc, False)
         for p in range(npix // 2 * 2, npix):
             for oo in range(o2):
-                channels(xf, wf, of, bias, mult, shift, acc, p, oo * 2, True)
+                channels(xf, wf, out, bias, mult, shift, acc, p, oo * 2, True)
             for oc in range(o2 * 2, o):
-                channels(xf, wf, of, bias, mult, shift, acc, p, oc, False)
+                channels(xf, wf, out, bias, mult, shift, acc, p, oc, False)
 
     return conv
 
@@ -952,6 +953,11 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
     mul = cm // c
     npix = n * ho * wo
     store = _requant_macro(rq, True)
+
+    def opix(p, oc):  # out[b, i, j, oc] of flat output pixel p: the kernel stores to its output parameter itself
+        if n == 1:
+            return (0, tirx.floordiv(p, wo), tirx.floormod(p, wo), oc)
+        return (tirx.floordiv(p, ho * wo), tirx.floormod(tirx.floordiv(p, wo), ho), tirx.floormod(p, wo), oc)
     unroll = kh * kw <= 16
     c4 = cm // 4 if mul == 1 else 0  # channels taken 4 at a time (one word of x and of w per tap)
     taps = T.unroll if unroll else T.serial
@@ -988,7 +994,6 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
                   mult: T.Buffer((cm,), "int32"), shift: T.Buffer((cm,), "int32"), out: T.Buffer((n, ho, wo, cm), "int8")):
         xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
         wf = T.decl_buffer((kh * kw * cm,), "int8", data=wt.data)
-        of = T.decl_buffer((npix * cm,), "int8", data=out.data)
         acc = T.decl_buffer((4,), "int32")
         for p in range(npix):
             if interior(p):
@@ -1000,7 +1005,7 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
                             for i in T.serial(4, annotations={"edgemem.lanes": 1}):
                                 acc[i] = acc[i] + T.Cast("int32", xf[xat(p, r, s, oq * 4) + i]) * T.Cast("int32", wf[(r * kw + s) * cm + oq * 4 + i])
                     for i in T.unroll(4):
-                        store(of, p * cm + oq * 4 + i, acc[i], mult[oq * 4 + i], shift[oq * 4 + i])
+                        store(out, opix(p, oq * 4 + i), acc[i], mult[oq * 4 + i], shift[oq * 4 + i])
                 for oc in range(c4 * 4, cm):
                     acc[0] = bias[oc]
                     if unroll:
@@ -1011,7 +1016,7 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
                         for r in range(kh):
                             for s in range(kw):
                                 acc[0] = acc[0] + T.Cast("int32", xf[xat(p, r, s, oc)]) * T.Cast("int32", wf[(r * kw + s) * cm + oc])
-                    store(of, p * cm + oc, acc[0], mult[oc], shift[oc])
+                    store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
             else:
                 for oq in range(c4):  # taps in the padding add in_zp * w
                     for i in T.unroll(4):
@@ -1025,7 +1030,7 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
                                 for i in T.unroll(4):
                                     acc[i] = acc[i] + T.Cast("int32", wf[(r * kw + s) * cm + oq * 4 + i]) * zp
                     for i in T.unroll(4):
-                        store(of, p * cm + oq * 4 + i, acc[i], mult[oq * 4 + i], shift[oq * 4 + i])
+                        store(out, opix(p, oq * 4 + i), acc[i], mult[oq * 4 + i], shift[oq * 4 + i])
                 for oc in range(c4 * 4, cm):
                     acc[0] = bias[oc]
                     acc[1] = 0
@@ -1036,7 +1041,7 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
                     wsum(wf, acc, oc, rows(p)[1], kh, 0, kw)
                     wsum(wf, acc, oc, rows(p)[0], rows(p)[1], 0, cols(p)[0])
                     wsum(wf, acc, oc, rows(p)[0], rows(p)[1], cols(p)[1], kw)
-                    store(of, p * cm + oc, acc[0] + acc[1] * zp, mult[oc], shift[oc])
+                    store(out, opix(p, oc), acc[0] + acc[1] * zp, mult[oc], shift[oc])
 
     return depthwise
 
@@ -1054,7 +1059,7 @@ def fully_connected_fast(x_shape, w_shape, multiplier, shift, rq: Requant):
     store = _requant_macro(rq, per_channel, 0 if per_channel else int(multiplier), 0 if per_channel else int(shift))
 
     @T.macro
-    def rows4(xf, wf, of, bias, mult, shift, acc, b, oc):
+    def rows4(xf, wf, out, bias, mult, shift, acc, b, oc):
         for i in T.unroll(4):
             acc[i] = bias[oc + i]
         for kk in T.serial(k, annotations={"edgemem.dot": 1}):
@@ -1064,19 +1069,19 @@ def fully_connected_fast(x_shape, w_shape, multiplier, shift, rq: Requant):
             acc[3] = acc[3] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[(oc + 3) * k + kk])
         for i in T.unroll(4):
             if per_channel:
-                store(of, b * o + oc + i, acc[i], mult[oc + i], shift[oc + i])
+                store(out, (b, oc + i), acc[i], mult[oc + i], shift[oc + i])
             else:
-                store(of, b * o + oc + i, acc[i], 0, 0)
+                store(out, (b, oc + i), acc[i], 0, 0)
 
     @T.macro
-    def row1(xf, wf, of, bias, mult, shift, acc, b, oc):
+    def row1(xf, wf, out, bias, mult, shift, acc, b, oc):
         acc[0] = bias[oc]
         for kk in T.serial(k, annotations={"edgemem.dot": 1}):
             acc[0] = acc[0] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[oc * k + kk])
         if per_channel:
-            store(of, b * o + oc, acc[0], mult[oc], shift[oc])
+            store(out, (b, oc), acc[0], mult[oc], shift[oc])
         else:
-            store(of, b * o + oc, acc[0], 0, 0)
+            store(out, (b, oc), acc[0], 0, 0)
 
     if per_channel:
         @T.prim_func
@@ -1084,13 +1089,12 @@ def fully_connected_fast(x_shape, w_shape, multiplier, shift, rq: Requant):
                mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((batch, o), "int8")):
             xf = T.decl_buffer((batch * k,), "int8", data=x.data)
             wf = T.decl_buffer((o * k,), "int8", data=wt.data)
-            of = T.decl_buffer((batch * o,), "int8", data=out.data)
             acc = T.decl_buffer((4,), "int32")
             for b in range(batch):
                 for oo in range(o4):
-                    rows4(xf, wf, of, bias, mult, shift, acc, b, oo * 4)
+                    rows4(xf, wf, out, bias, mult, shift, acc, b, oo * 4)
                 for oc in range(o4 * 4, o):
-                    row1(xf, wf, of, bias, mult, shift, acc, b, oc)
+                    row1(xf, wf, out, bias, mult, shift, acc, b, oc)
         return fc
 
     @T.prim_func
@@ -1098,11 +1102,10 @@ def fully_connected_fast(x_shape, w_shape, multiplier, shift, rq: Requant):
                   out: T.Buffer((batch, o), "int8")):
         xf = T.decl_buffer((batch * k,), "int8", data=x.data)
         wf = T.decl_buffer((o * k,), "int8", data=wt.data)
-        of = T.decl_buffer((batch * o,), "int8", data=out.data)
         acc = T.decl_buffer((4,), "int32")
         for b in range(batch):
             for oo in range(o4):
-                rows4(xf, wf, of, bias, bias, bias, acc, b, oo * 4)
+                rows4(xf, wf, out, bias, bias, bias, acc, b, oo * 4)
             for oc in range(o4 * 4, o):
-                row1(xf, wf, of, bias, bias, bias, acc, b, oc)
+                row1(xf, wf, out, bias, bias, bias, acc, b, oc)
     return fc_tensor
