@@ -517,3 +517,220 @@ def test_symbolic_shape_rejected():
     B = te.compute((n,), lambda i: A[i] + tirx.const(1, "int8"), name="B")
     with pytest.raises(KernelCodegenError, match="static"):
         prim_funcs_to_c({"k": te.create_prim_func([A, B])})
+
+
+# ----------------------------------------------------------------------------------------------
+# the fast int8 kernels (kernels/int8_ops.py: conv2d_fast, depthwise_conv2d_fast, fully_connected_fast)
+# against an independent numpy model of TFLM's arithmetic, compiled with ASan + UBSan on the host
+# ----------------------------------------------------------------------------------------------
+
+SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+
+
+def _np_requant(acc: np.ndarray, mult: np.ndarray, shift: np.ndarray, out_zp: int, lo: int, hi: int) -> np.ndarray:
+    """TFLM's MultiplyByQuantizedMultiplier (double rounding) in int64 numpy, then zero point and clamp."""
+    acc = acc.astype(np.int64)
+    mult = np.broadcast_to(mult, acc.shape).astype(np.int64)
+    shift = np.broadcast_to(shift, acc.shape).astype(np.int64)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    x = acc * (np.int64(1) << left)
+    x = (x + 2**31) % 2**32 - 2**31  # int32 wrap, as TFLM's int32 multiply
+    ab = x * mult
+    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    srdhm = ab + nudge
+    srdhm = np.where(srdhm >= 0, srdhm // 2**31, -((-srdhm) // 2**31))  # truncation toward zero
+    mask = (np.int64(1) << right) - 1
+    rem = srdhm & mask
+    thr = (mask >> 1) + (srdhm < 0)
+    q = (srdhm >> right) + (rem > thr)
+    return np.clip(q + out_zp, lo, hi).astype(np.int8)
+
+
+def _np_conv(x, w_hwio, bias, zp, stride, dil, pad, out_hw, depth_mult=None):
+    """int64 accumulators of CONV_2D (w HWIO) or DEPTHWISE_CONV_2D (w [KH, KW, C*M], depth_mult M)."""
+    n, h, wd, c = x.shape
+    kh, kw = w_hwio.shape[:2]
+    ho, wo = out_hw
+    xp = np.full((n, h + pad[0] + pad[2] + kh * dil[0], wd + pad[1] + pad[3] + kw * dil[1], c), zp, np.int64)
+    xp[:, pad[0]:pad[0] + h, pad[1]:pad[1] + wd, :] = x
+    xp -= zp
+    o = w_hwio.shape[-1]
+    acc = np.zeros((n, ho, wo, o), np.int64) + bias.astype(np.int64)
+    for r in range(kh):
+        for s in range(kw):
+            patch = xp[:, r * dil[0]: r * dil[0] + ho * stride[0]: stride[0], s * dil[1]: s * dil[1] + wo * stride[1]: stride[1], :]
+            if depth_mult is None:
+                acc += np.einsum("nhwc,co->nhwo", patch, w_hwio[r, s].astype(np.int64))
+            else:
+                acc += np.repeat(patch, depth_mult, axis=3) * w_hwio[r, s].astype(np.int64)
+    return acc
+
+
+def _c_array(name: str, a: np.ndarray) -> str:
+    cty = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}[a.dtype]
+    vals = ", ".join(str(int(v)) for v in a.reshape(-1))
+    return f"static {'const ' if name != 'out' else ''}{cty} {name}[{a.size}] = {{{vals}}};\n"
+
+
+def _run_sanitized(prim, args: dict, out_size: int, tmp_path: Path, stem: str) -> np.ndarray:
+    """Compile the kernel with a main() holding ``args`` (name -> array, in parameter order) under
+    ASan + UBSan, run it, and return the int8 output it printed."""
+    ck = prim_funcs_to_c({"kern": prim}, scratch="error")
+    arrays = {**args, "out": np.zeros(out_size, np.int8)}
+    main = "#include <stdio.h>\n" + "".join(_c_array(k, v) for k, v in arrays.items())
+    main += ("int main(void) {\n  if (kern(" + ", ".join(arrays) + ") != 0) return 2;\n"
+             f"  for (int i = 0; i < {out_size}; ++i) printf(\"%d\\n\", out[i]);\n  return 0;\n}}\n")
+    src = tmp_path / f"{stem}.c"
+    src.write_text(ck.source + "\n" + main)
+    exe = tmp_path / stem
+    r = subprocess.run([HOST_CC, *WFLAGS, *SAN_FLAGS, str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", f"gcc failed:\n{r.stderr}"
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    return np.array([int(v) for v in run.stdout.split()], np.int8)
+
+
+def _multipliers(rng, count):
+    from edgemem.kernels.fixed_point import quantize_multiplier
+
+    pairs = [quantize_multiplier(float(v)) for v in rng.uniform(0.00005, 0.03, size=count)]
+    pairs[0] = quantize_multiplier(1.7)  # a multiplier > 1: left shift
+    return np.array([m for m, _ in pairs], np.int32), np.array([s for _, s in pairs], np.int32)
+
+
+# (x shape, kh, kw, out channels or depth multiplier, stride, dilation, padding t, l, b, r)
+FAST_CONV_CASES = [
+    ((1, 5, 6, 8), 1, 1, 6, (1, 1), (1, 1), (0, 0, 0, 0)),  # pointwise, 2x2 tiles
+    ((1, 5, 7, 7), 1, 1, 5, (1, 1), (1, 1), (0, 0, 0, 0)),  # odd pixels and channels
+    ((2, 7, 7, 3), 1, 1, 3, (2, 2), (1, 1), (0, 0, 0, 0)),  # strided pointwise, batch 2
+    ((1, 8, 8, 5), 3, 3, 7, (1, 1), (1, 1), (1, 1, 1, 1)),  # SAME
+    ((1, 9, 6, 3), 3, 3, 4, (2, 2), (1, 1), (0, 0, 1, 1)),  # SAME stride 2 (bottom/right only)
+    ((1, 10, 6, 1), 4, 3, 4, (2, 1), (1, 1), (1, 1, 2, 1)),  # one input channel, asymmetric
+    ((2, 6, 6, 3), 3, 2, 3, (1, 1), (2, 2), (2, 1, 2, 1)),  # dilation
+    ((1, 4, 4, 2), 5, 5, 3, (1, 1), (1, 1), (4, 4, 4, 4)),  # padding wider than the image
+    ((1, 3, 3, 2), 3, 3, 3, (1, 1), (1, 1), (0, 0, 0, 0)),  # VALID, one output pixel
+    ((1, 6, 5, 9), 3, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),  # depthwise: two 4-channel groups and one left over
+    ((1, 7, 6, 8), 3, 3, 6, (2, 2), (1, 1), (0, 0, 1, 1)),  # depthwise: 4-channel groups, stride 2 SAME
+    ((1, 9, 8, 5), 5, 5, 3, (1, 1), (1, 1), (2, 2, 2, 2)),  # depthwise: a 5x5 kernel (taps in loops)
+]
+
+
+@pytest.mark.parametrize("kind", ["conv", "conv-direct", "depthwise"])
+@pytest.mark.parametrize("case", range(len(FAST_CONV_CASES)))
+def test_fast_conv_kernels_match_numpy(case, kind, tmp_path, monkeypatch):
+    """conv: as built (short kernel rows through two gathered windows); conv-direct: every convolution
+    reads the input where it lies (interior 2x2 tiles, border pixels over their valid taps)."""
+    from edgemem.kernels import int8_ops
+
+    depthwise = kind == "depthwise"
+    if kind == "conv-direct":
+        monkeypatch.setattr(int8_ops, "COLUMN_BYTES", 0)
+
+    x_shape, kh, kw, o, stride, dil, pad = FAST_CONV_CASES[case]
+    rng = np.random.default_rng(case * 2 + depthwise)
+    n, h, wd, c = x_shape
+    ho = (h + pad[0] + pad[2] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd + pad[1] + pad[3] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    mult_depth = (o % 3) + 1 if depthwise else None  # depth multipliers 1..3
+    oc = c * mult_depth if depthwise else o
+    zp = int(rng.integers(-128, 128))
+    rq = int8_ops.Requant(int(rng.integers(-30, 30)), -128 + int(rng.integers(0, 20)), 127 - int(rng.integers(0, 20)))
+    x = rng.integers(-128, 128, size=x_shape, dtype=np.int8)
+    w = rng.integers(-127, 128, size=(kh, kw, oc) if depthwise else (kh, kw, c, oc), dtype=np.int8)
+    bias = rng.integers(-40000, 40000, size=oc, dtype=np.int32)
+    mult, shift = _multipliers(rng, oc)
+    acc = _np_conv(x, w if not depthwise else w, bias, zp, stride, dil, pad, (ho, wo), mult_depth)
+    expected = _np_requant(acc, mult, shift, rq.out_zp, rq.act_min, rq.act_max)
+    if depthwise:
+        prim = int8_ops.depthwise_conv2d_fast(x_shape, w.shape, zp, stride, dil, pad, (n, ho, wo, oc), rq)
+        args = {"x": x, "w": w, "bias": int8_ops.folded_bias(bias, w, zp, 2)}
+    else:
+        prim = int8_ops.conv2d_fast(x_shape, w.shape, zp, stride, dil, pad, (n, ho, wo, oc), rq)
+        args = {"x": x, "w": np.ascontiguousarray(w.transpose(3, 0, 1, 2)), "bias": int8_ops.folded_bias(bias, w, zp, 3)}
+    got = _run_sanitized(prim, {**args, "mult": mult, "shift": shift}, expected.size, tmp_path, "conv")
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("batch,k,o,per_channel", [(1, 64, 12, False), (2, 33, 7, True), (1, 5, 3, False), (3, 16, 9, True)])
+def test_fast_fully_connected_matches_numpy(batch, k, o, per_channel, tmp_path):
+    from edgemem.kernels import int8_ops
+    from edgemem.kernels.fixed_point import quantize_multiplier
+
+    rng = np.random.default_rng(k)
+    zp = int(rng.integers(-128, 128))
+    rq = int8_ops.Requant(int(rng.integers(-30, 30)), -128, 127)
+    x = rng.integers(-128, 128, size=(batch, k), dtype=np.int8)
+    w = rng.integers(-127, 128, size=(o, k), dtype=np.int8)
+    bias = rng.integers(-40000, 40000, size=o, dtype=np.int32)
+    acc = (x.astype(np.int64) - zp) @ w.astype(np.int64).T + bias
+    args = {"x": x, "w": w, "bias": int8_ops.folded_bias(bias, w, zp, 0)}
+    if per_channel:
+        mult, shift = _multipliers(rng, o)
+        prim = int8_ops.fully_connected_fast((batch, k), w.shape, None, None, rq)
+        args.update(mult=mult, shift=shift)
+    else:
+        m, s = quantize_multiplier(float(rng.uniform(0.0005, 0.01)))
+        mult, shift = np.array([m], np.int32), np.array([s], np.int32)
+        prim = int8_ops.fully_connected_fast((batch, k), w.shape, m, s, rq)
+    expected = _np_requant(acc, mult, shift, rq.out_zp, rq.act_min, rq.act_max)
+    got = _run_sanitized(prim, args, expected.size, tmp_path, "fc")
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+
+
+def test_fast_kernels_requantize_in_32_bit_registers(tmp_path):
+    """The Cortex-M7 code of the fast kernels multiplies with SMULL/SMLAL and calls no __aeabi_l* helper."""
+    from edgemem.kernels import int8_ops
+
+    if ARM_CC is None or shutil.which("arm-none-eabi-objdump") is None:
+        pytest.skip("arm-none-eabi-gcc not installed")
+    rq = int8_ops.Requant(-5, -128, 127)
+    ck = prim_funcs_to_c({
+        "pw": int8_ops.conv2d_fast((1, 5, 5, 16), (1, 1, 16, 8), -3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 5, 5, 8), rq),
+        "dw": int8_ops.depthwise_conv2d_fast((1, 5, 5, 8), (3, 3, 8), -3, (1, 1), (1, 1), (1, 1, 1, 1), (1, 5, 5, 8), rq),
+        "fc": int8_ops.fully_connected_fast((1, 16), (8, 16), 1234567890, -5, rq),
+    }, scratch="error")
+    src, obj = tmp_path / "fast.c", tmp_path / "fast.o"
+    src.write_text(ck.source)
+    subprocess.run([ARM_CC, *WFLAGS, *ARM_FLAGS, "-c", str(src), "-o", str(obj)], check=True)
+    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    assert "__aeabi" not in dis and not re.search(r"\bbl\b", dis)
+    assert re.search(r"\bsm(ull|lal)\b", dis)
+
+
+@pytest.mark.parametrize("workspace", [True, False], ids=["plane", "delayed"])
+@pytest.mark.parametrize("case", [((5, 6, 3), 3, (1, 1), (1, 1, 1, 1)), ((7, 5, 4), 3, (2, 2), (0, 0, 1, 1)),
+                                  ((9, 6, 2), 5, (2, 1), (2, 2, 2, 2)), ((6, 6, 5), 3, (1, 1), (0, 0, 0, 0))])
+def test_folded_inplace_depthwise_matches_numpy(case, workspace, tmp_path):
+    """The in-place depthwise with a folded bias (what integerize's kernels become under passes/inplace.py),
+    output written over its input."""
+    from edgemem.kernels import int8_ops
+
+    (h, w, c), k, stride, pad = case
+    ho = (h + pad[0] + pad[2] - k) // stride[0] + 1
+    wo = (w + pad[1] + pad[3] - k) // stride[1] + 1
+    rng = np.random.default_rng(h * 10 + c)
+    zp = int(rng.integers(-128, 128))
+    rq = int8_ops.Requant(4, -120, 125)
+    x = rng.integers(-128, 128, size=(1, h, w, c), dtype=np.int8)
+    wt = rng.integers(-127, 128, size=(k, k, c), dtype=np.int8)
+    bias = rng.integers(-40000, 40000, size=c, dtype=np.int32)
+    mult, shift = _multipliers(rng, c)
+    expected = _np_requant(_np_conv(x, wt, bias, zp, stride, (1, 1), pad, (ho, wo), 1), mult, shift, rq.out_zp,
+                           rq.act_min, rq.act_max)
+    delay = 0 if workspace else int8_ops.depthwise_inplace_delay((1, h, w, c), (k, k, c), stride, (1, 1), pad, (1, ho, wo, c))
+    assert workspace or delay >= 1
+    prim = int8_ops.depthwise_conv2d_inplace((1, h, w, c), (k, k, c), zp, stride, (1, 1), pad, (1, ho, wo, c), rq, delay,
+                                             folded=True)
+    ck = prim_funcs_to_c({"dw_inplace": prim}, {"dw_inplace": {1, 2, 3, 4}}, scratch="error")
+    lib = compile_shared(ck, tmp_path, "dwf")
+    memory = np.ascontiguousarray(x.reshape(-1)).copy()
+    folded = int8_ops.folded_bias(bias, wt, zp, 2)
+    tmp = np.zeros(h * w, np.int8)
+    fn = lib.dw_inplace
+    fn.restype = ctypes.c_int32
+    ptr = memory.ctypes.data_as(ctypes.c_void_p)
+    args = [ptr, wt.ctypes.data_as(ctypes.c_void_p), folded.ctypes.data_as(ctypes.c_void_p),
+            mult.ctypes.data_as(ctypes.c_void_p), shift.ctypes.data_as(ctypes.c_void_p), ptr]
+    args += [tmp.ctypes.data_as(ctypes.c_void_p)] if workspace else []  # fmt: skip
+    assert fn(*args) == 0
+    np.testing.assert_array_equal(memory[: ho * wo * c].reshape(1, ho, wo, c), expected)

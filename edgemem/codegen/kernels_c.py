@@ -452,6 +452,8 @@ def prim_funcs_to_c(
     if not funcs:
         raise ValueError("no functions given")
     t0 = time.perf_counter()
+    used_mk: set = set()
+    funcs = {name: _use_microkernels(f, used_mk) if isinstance(f, tirx.PrimFunc) else f for name, f in funcs.items()}
     try:
         # Same passes as tvm.tirx.build(mod, target={"kind": "c"}, pipeline=PIPELINE_NAME),
         # but the lowered TIR is kept for the scratch / const analysis below.
@@ -573,7 +575,7 @@ def prim_funcs_to_c(
         " * Each kernel returns 0. */"
     )
     source = "\n".join(
-        [banner, *includes, "", *protos, "", text.rstrip() + "\n"]
+        [banner, *includes, _microkernel_source(used_mk), *protos, "", text.rstrip() + "\n"]
     )
     hdr_includes = ["#include <stdint.h>"] + (
         ["#include <stdbool.h>"] if any("bool" in p for p in protos) else []
@@ -623,3 +625,210 @@ def _uses_math(text: str) -> bool:
         if fn in _MATH_FUNCS or (fn.endswith("f") and fn[:-1] in _MATH_FUNCS):
             return True
     return False
+
+
+# --------------------------------------------------------------------------------------------
+# int8 micro-kernels: loops the int8 kernels mark (kernels/int8_ops.py) become calls to static inline C
+# --------------------------------------------------------------------------------------------
+#
+# A loop annotated ``edgemem.dot`` whose body is ``acc[a + i*NW + j] += int32(X_i[k]) * int32(W_j[k])`` for
+# every i < NX, j < NW (NX, NW in _DOT_SHAPES) becomes ``em_dot_<NX>x<NW>_s8(&X_0[k0].., &W_0[k0].., n, &acc[a])``;
+# a 4-iteration loop annotated ``edgemem.lanes`` whose body is ``acc[a + i] += int32(X[b + i]) * int32(W[c + i])``
+# becomes ``em_mac4_s8(&X[b], &W[c], &acc[a])``. The TIR itself is unchanged for every other consumer (TVM's
+# LLVM build runs the loops as written). The C of the helpers has a DSP path for cores with the ARMv7E-M DSP
+# extension (``__ARM_FEATURE_DSP``: Cortex-M4/M7/M33): int8 loaded a word at a time, both operands widened
+# with SXTB16 and SXTB16 ROR #8 (same lane order on both sides) and summed with SMLAD, or SMLABB/SMLATT
+# for the 4-lane form; elsewhere (Cortex-M0/M3, the host) plain C. Sums wrap in int32 either way, so the
+# results are identical.
+
+_DOT_SHAPES = {(1, 1), (1, 2), (2, 1), (2, 2), (1, 4)}
+
+_MK_COMMON = r"""
+#if defined(__ARM_FEATURE_DSP)
+static inline uint32_t em_ld4(const int8_t* p) { uint32_t v; __builtin_memcpy(&v, p, 4); return v; }
+static inline uint32_t em_sxtb16(uint32_t v) { uint32_t r; __asm__("sxtb16 %0, %1" : "=r"(r) : "r"(v)); return r; }
+static inline uint32_t em_sxtb16_ror8(uint32_t v) { uint32_t r; __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v)); return r; }
+static inline int32_t em_smlad(uint32_t a, uint32_t b, int32_t c) { int32_t r; __asm__("smlad %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+static inline int32_t em_smlabb(uint32_t a, uint32_t b, int32_t c) { int32_t r; __asm__("smlabb %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+static inline int32_t em_smlatt(uint32_t a, uint32_t b, int32_t c) { int32_t r; __asm__("smlatt %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
+#endif
+"""
+
+
+def _dot_c(nx: int, nw: int) -> str:
+    """C of em_dot_<nx>x<nw>_s8: acc[i*nw + j] += sum_k x_i[k] * w_j[k] for k < n."""
+    name = f"em_dot_{nx}x{nw}_s8"
+    xs = [f"x{i}" for i in range(nx)]
+    ws = [f"w{j}" for j in range(nw)]
+    pairs = [(i, j) for i in range(nx) for j in range(nw)]
+    params = ", ".join([f"const int8_t* {p}" for p in xs + ws] + ["int32_t n", "int32_t* acc"])
+    lines = [f"static inline int32_t {name}({params}) {{"]
+    lines += [f"  int32_t a{i}{j} = acc[{i * nw + j}];" for i, j in pairs]
+    lines += ["  int32_t k = 0;", "#if defined(__ARM_FEATURE_DSP)", "  for (; k + 4 <= n; k += 4) {"]
+    for p in xs + ws:
+        lines.append(f"    uint32_t {p}v = em_ld4({p} + k), {p}e = em_sxtb16({p}v), {p}o = em_sxtb16_ror8({p}v);")
+    for i, j in pairs:
+        lines.append(f"    a{i}{j} = em_smlad(x{i}e, w{j}e, a{i}{j}); a{i}{j} = em_smlad(x{i}o, w{j}o, a{i}{j});")
+    lines += ["  }", "#endif", "  for (; k < n; ++k) {"]
+    lines += [f"    int32_t {p}k = {p}[k];" for p in xs + ws]
+    lines += [f"    a{i}{j} += x{i}k * w{j}k;" for i, j in pairs]
+    lines += ["  }"]
+    lines += [f"  acc[{i * nw + j}] = a{i}{j};" for i, j in pairs]
+    lines += ["  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+_MAC4_C = r"""static inline int32_t em_mac4_s8(const int8_t* x, const int8_t* w, int32_t* acc) {
+#if defined(__ARM_FEATURE_DSP)
+  uint32_t xv = em_ld4(x), wv = em_ld4(w);
+  uint32_t xe = em_sxtb16(xv), xo = em_sxtb16_ror8(xv), we = em_sxtb16(wv), wo = em_sxtb16_ror8(wv);
+  acc[0] = em_smlabb(xe, we, acc[0]);
+  acc[1] = em_smlabb(xo, wo, acc[1]);
+  acc[2] = em_smlatt(xe, we, acc[2]);
+  acc[3] = em_smlatt(xo, wo, acc[3]);
+#else
+  for (int32_t i = 0; i < 4; ++i) acc[i] += (int32_t)x[i] * (int32_t)w[i];
+#endif
+  return 0;
+}
+"""
+
+
+def _product(value, k):
+    """(X, x index, W, w index) of ``int32(X[ix]) * int32(W[iw])``, else None."""
+    if not isinstance(value, tirx.Mul):
+        return None
+    ops = []
+    for side in (value.a, value.b):
+        if not (isinstance(side, tirx.Cast) and str(side.ty) == "int32" and isinstance(side.value, _TensorLoad)
+                and str(side.value.ty) == "int8" and len(side.value.indices) == 1):
+            return None
+        ops.append((side.value.source, side.value.indices[0]))
+    return ops[0][0], ops[0][1], ops[1][0], ops[1][1]
+
+
+def _accumulations(body, k):
+    """[(acc buffer, acc index, X, x index, W, w index)] of a body of ``acc[a] = acc[a] + int32(X[.]) * int32(W[.])``."""
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    out = []
+    for st in stmts:
+        if not (isinstance(st, tirx.BufferStore) and len(st.indices) == 1 and isinstance(st.value, tirx.Add)):
+            return None
+        acc, a = st.buffer, st.indices[0]
+        first = st.value.a
+        if not (isinstance(first, _TensorLoad) and first.source.same_as(acc) and len(first.indices) == 1
+                and tvm_ffi.structural_equal(first.indices[0], a)):
+            return None
+        prod = _product(st.value.b, k)
+        if prod is None:
+            return None
+        out.append((acc, a, *prod))
+    return out
+
+
+from tvm.sym import Analyzer as _Analyzer  # noqa: E402
+
+_TensorLoad = tvm.ir.expr.TensorLoad  # what indexing a buffer gives (tirx.BufferLoad builds one)
+
+
+def _substitute(expr, var, value):
+    return tvm_ffi.structural_map(expr, (tirx.Var, lambda v: value if v.same_as(var) else v))
+
+
+def _at(buf, index):
+    return tirx.address_of(tirx.BufferLoad(buf, [index]))
+
+
+def _dot_call(loop, used: set):
+    k = loop.loop_var
+    acc_list = _accumulations(loop.body, k)
+    if not acc_list:
+        return None
+    ana = _Analyzer()
+
+    def base(index):  # index at the loop's first iteration, if index = base + k
+        b = ana.simplify(_substitute(index, k, loop.min))
+        return b if ana.can_prove_equal(index - k, b - loop.min) else None
+
+    acc = acc_list[0][0]
+    xs, ws, cells = [], [], {}
+    for buf, a, xb, xi, wb, wi in acc_list:
+        bx, bw = base(xi), base(wi)
+        if not buf.same_as(acc) or bx is None or bw is None or any(v.same_as(k) for v in _vars(a)):
+            return None
+        keys = []
+        for lst, b, idx in ((xs, xb, bx), (ws, wb, bw)):
+            for n_, (ob, oi) in enumerate(lst):
+                if ob.same_as(b) and ana.can_prove_equal(oi, idx):
+                    keys.append(n_)
+                    break
+            else:
+                lst.append((b, idx))
+                keys.append(len(lst) - 1)
+        cells[tuple(keys)] = a
+    nx, nw = len(xs), len(ws)
+    if (nx, nw) not in _DOT_SHAPES or len(cells) != nx * nw or len(acc_list) != nx * nw:
+        return None
+    a0 = cells[(0, 0)]
+    if not all(ana.can_prove_equal(cells[(i, j)], a0 + i * nw + j) for i in range(nx) for j in range(nw)):
+        return None
+    used.add(("dot", nx, nw))
+    args = [_at(b, i) for b, i in xs] + [_at(b, i) for b, i in ws] + [loop.extent, _at(acc, a0)]
+    return tirx.Evaluate(tirx.call_extern("int32", f"em_dot_{nx}x{nw}_s8", *args))
+
+
+def _mac4_call(loop, used: set):
+    i = loop.loop_var
+    if not (isinstance(loop.extent, tirx.IntImm) and int(loop.extent) == 4 and isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0):
+        return None
+    acc_list = _accumulations(loop.body, i)
+    if not acc_list or len(acc_list) != 1:
+        return None
+    acc, a, xb, xi, wb, wi = acc_list[0]
+    ana = _Analyzer()
+    bases = [ana.simplify(_substitute(e, i, tirx.IntImm("int32", 0))) for e in (a, xi, wi)]
+    if not all(ana.can_prove_equal(e - i, b) for e, b in zip((a, xi, wi), bases)):
+        return None
+    used.add(("mac4",))
+    return tirx.Evaluate(tirx.call_extern("int32", "em_mac4_s8", _at(xb, bases[1]), _at(wb, bases[2]), _at(acc, bases[0])))
+
+
+def _vars(expr) -> set:
+    found = set()
+    tvm_ffi.structural_walk(expr, (tirx.Var, lambda v: found.add(v)))
+    return found
+
+
+def _use_microkernels(func: tirx.PrimFunc, used: set) -> tirx.PrimFunc:
+    """Marked loops -> micro-kernel calls (see above); a marked loop of another form stays a loop."""
+
+    marked = []
+
+    def find(loop):
+        ann = loop.annotations or {}
+        if "edgemem.dot" in ann or "edgemem.lanes" in ann:
+            marked.append(loop)
+
+    tvm_ffi.structural_walk(func.body, (tirx.For, find))
+    if not marked:  # nothing to do: the function is returned as it is
+        return func
+
+    def on_for(loop):
+        ann = loop.annotations or {}
+        new = None
+        if "edgemem.dot" in ann:
+            new = _dot_call(loop, used)
+        elif "edgemem.lanes" in ann:
+            new = _mac4_call(loop, used)
+        return new if new is not None else loop
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, on_for)))
+
+
+def _microkernel_source(used: set) -> str:
+    if not used:
+        return ""
+    parts = [_MK_COMMON]
+    for key in sorted(used):
+        parts.append(_MAC4_C if key[0] == "mac4" else _dot_c(key[1], key[2]))
+    return "".join(parts)

@@ -4,6 +4,14 @@ Each builder returns a scheduled TIR PrimFunc whose parameters are (inputs..., c
 output). Padding is an index test inside the reduction (no padded copy of the input) and every
 reduction is computed at its output element, so the int32 accumulator is a scalar: kernels need
 no scratch RAM beyond a few registers.
+
+The convolutions and FULLY_CONNECTED integerize builds are the fast ones at the end of this module
+(conv2d_fast, depthwise_conv2d_fast, fully_connected_fast, and the folded in-place depthwise): the
+input zero point is folded into the bias on the host, padding is handled per output pixel (no test
+per MAC), a few outputs share each loaded input byte (2 x 2 register tiles, 4 rows, 4 channels), the
+inner loops are marked for codegen/kernels_c.py's micro-kernels (SMLAD on DSP cores), and
+requantization runs in 32-bit registers. The first builders (conv2d, depthwise_conv2d,
+fully_connected) stay for specs without a folded bias and as the plain reference form.
 """
 
 from __future__ import annotations
@@ -111,7 +119,8 @@ def depthwise_conv2d(x_shape, w_shape, has_bias, in_zp, stride, dilation, pad, o
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 
-def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant, delay: int = 0):
+def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant, delay: int = 0,
+                             folded: bool = False):
     """DEPTHWISE_CONV_2D (multiplier 1) that writes its output over its input (after TinyEngine).
 
     Channel by channel: copy the input channel's plane into ``tmp`` (H*W bytes, the only extra RAM), then
@@ -121,7 +130,9 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
     Parameters: x, w [KH, KW, C], bias [C], mult [C], shift [C], out (may alias x), tmp [H*W]; the
     kernel is also correct when out and x are apart (the planner may not manage to overlap them).
     delay > 0 (see depthwise_inplace_delay): no tmp; the input is read where it lies and each output is held
-    back on the stack until the last reader of the input pixel it overwrites has run."""
+    back on the stack until the last reader of the input pixel it overwrites has run.
+    folded: the bias holds bias - in_zp * sum(w) (folded_bias): taps inside add x * w, taps in the padding
+    in_zp * w."""
     from tvm.script import tirx as T
 
     n, h, w, c = x_shape
@@ -133,6 +144,7 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
     dh, dw = dilation
     pt, pl = pad[0], pad[1]
     zp = int(in_zp)
+    zsub = 0 if folded else zp  # subtracted from every input byte
 
     @T.prim_func
     def depthwise_inplace(
@@ -149,7 +161,9 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
                 acc[0] = bias[ch]
                 for r, s in T.grid(kh, kw):
                     if 0 <= i * sh + r * dh - pt and i * sh + r * dh - pt < h and 0 <= j * sw + s * dw - pl and j * sw + s * dw - pl < w:
-                        acc[0] = acc[0] + (T.Cast("int32", tmp[(i * sh + r * dh - pt) * w + j * sw + s * dw - pl]) - zp) * T.Cast("int32", wt[r, s, ch])
+                        acc[0] = acc[0] + (T.Cast("int32", tmp[(i * sh + r * dh - pt) * w + j * sw + s * dw - pl]) - zsub) * T.Cast("int32", wt[r, s, ch])
+                    elif folded:
+                        acc[0] = acc[0] + zp * T.Cast("int32", wt[r, s, ch])
                 out[0, i, j, ch] = clamp_to_int8(
                     multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
 
@@ -169,10 +183,104 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
                 acc[0] = bias[ch]
                 for r, s in T.grid(kh, kw):
                     if 0 <= (k // wo) * sh + r * dh - pt and (k // wo) * sh + r * dh - pt < h and 0 <= (k % wo) * sw + s * dw - pl and (k % wo) * sw + s * dw - pl < w:
-                        acc[0] = acc[0] + (T.Cast("int32", x[0, (k // wo) * sh + r * dh - pt, (k % wo) * sw + s * dw - pl, ch]) - zp) * T.Cast("int32", wt[r, s, ch])
+                        acc[0] = acc[0] + (T.Cast("int32", x[0, (k // wo) * sh + r * dh - pt, (k % wo) * sw + s * dw - pl, ch]) - zsub) * T.Cast("int32", wt[r, s, ch])
+                    elif folded:
+                        acc[0] = acc[0] + zp * T.Cast("int32", wt[r, s, ch])
                 ring[k % d] = clamp_to_int8(
                     multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
                 if k >= d - 1:  # every reader of input pixel k-d+1 has run: its byte may go
+                    out[0, (k - d + 1) // wo, (k - d + 1) % wo, ch] = ring[(k - d + 1) % d]
+            for t in range(d - 1):
+                if k_out - d + 1 + t >= 0:
+                    out[0, (k_out - d + 1 + t) // wo, (k_out - d + 1 + t) % wo, ch] = ring[(k_out - d + 1 + t) % d]
+
+    if folded:
+        return _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_shape, rq, delay)
+    return depthwise_inplace if not delay else depthwise_inplace_delayed
+
+
+def _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_shape, rq: Requant, delay: int):
+    """depthwise_conv2d_inplace with a folded bias and no per-tap tests: interior outputs run every tap,
+    border outputs their valid taps plus in_zp * w for the others (as depthwise_conv2d_fast)."""
+    from tvm.script import tirx as T
+
+    _, h, w, c = x_shape
+    kh, kw, _ = w_shape
+    _, ho, wo, _ = out_shape
+    sh, sw = stride
+    dh, dw = dilation
+    pt, pl = pad[0], pad[1]
+    store = _requant_macro(rq, True)
+    taps = T.unroll if kh * kw <= 16 else T.serial
+    k_out = ho * wo
+    d = max(int(delay), 1)
+
+    def rows(i):
+        return _tap_range(i * sh - pt, kh, dh, h)
+
+    def cols(j):
+        return _tap_range(j * sw - pl, kw, dw, w)
+
+    def interior(i, j):
+        r, q = rows(i), cols(j)
+        return tirx.all(r[0] == 0, r[1] == kh, q[0] == 0, q[1] == kw)
+
+    def at(i, j, r, q):  # flat pixel index (y * w + z) of tap (r, q) of output (i, j)
+        return (i * sh - pt + r * dh) * w + j * sw - pl + q * dw
+
+    @T.macro
+    def wsum(wt, acc, ch, r0, r1, s0, s1):
+        for r in range(r0, r1):
+            for q in range(s0, s1):
+                acc[1] = acc[1] + T.Cast("int32", wt[r, q, ch])
+
+    @T.macro
+    def output(src, wt, bias, acc, i, j, ch, stride_c, off):  # acc[0] = the accumulator of output (i, j, ch)
+        acc[0] = bias[ch]
+        if interior(i, j):
+            for r in taps(kh):
+                for q in taps(kw):
+                    acc[0] = acc[0] + T.Cast("int32", src[at(i, j, r, q) * stride_c + off]) * T.Cast("int32", wt[r, q, ch])
+        else:
+            acc[1] = 0
+            for r in range(rows(i)[0], rows(i)[1]):
+                for q in range(cols(j)[0], cols(j)[1]):
+                    acc[0] = acc[0] + T.Cast("int32", src[at(i, j, r, q) * stride_c + off]) * T.Cast("int32", wt[r, q, ch])
+            wsum(wt, acc, ch, 0, rows(i)[0], 0, kw)
+            wsum(wt, acc, ch, rows(i)[1], kh, 0, kw)
+            wsum(wt, acc, ch, rows(i)[0], rows(i)[1], 0, cols(j)[0])
+            wsum(wt, acc, ch, rows(i)[0], rows(i)[1], cols(j)[1], kw)
+            acc[0] = acc[0] + acc[1] * zp
+
+    @T.prim_func
+    def depthwise_inplace(
+        x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
+        mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
+        tmp: T.Buffer((h * w,), "int8"),
+    ):
+        T.func_attr({"tir.noalias": False})
+        acc = T.decl_buffer((2,), "int32")
+        for ch in range(c):
+            for y, z in T.grid(h, w):
+                tmp[y * w + z] = x[0, y, z, ch]
+            for i, j in T.grid(ho, wo):
+                output(tmp, wt, bias, acc, i, j, ch, 1, 0)
+                store(out, (0, i, j, ch), acc[0], mult[ch], shift[ch])
+
+    @T.prim_func
+    def depthwise_inplace_delayed(
+        x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
+        mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
+    ):
+        T.func_attr({"tir.noalias": False})
+        acc = T.decl_buffer((2,), "int32")
+        ring = T.decl_buffer((d,), "int8")
+        xf = T.decl_buffer((h * w * c,), "int8", data=x.data)
+        for ch in range(c):
+            for k in range(k_out):
+                output(xf, wt, bias, acc, k // wo, k % wo, ch, c, ch)
+                store(ring, k % d, acc[0], mult[ch], shift[ch])
+                if k >= d - 1:
                     out[0, (k - d + 1) // wo, (k - d + 1) % wo, ch] = ring[(k - d + 1) % d]
             for t in range(d - 1):
                 if k_out - d + 1 + t >= 0:
@@ -511,3 +619,493 @@ def dequantize_float(shape, scale: float, zero_point: int):
         name="out",
     )
     return te.create_prim_func([x, out])
+# ---------------------------------------------------------------- fast int8 kernels (offset folded, no per-MAC tests)
+#
+# The input zero point is folded into the bias on the host (folded_bias below): the kernels sum raw
+# int8 products. Padding is handled per output pixel: the range of kernel taps that fall inside the
+# input is computed once, the reduction runs over that range only, and on border pixels the taps
+# outside it add in_zp * w (what a zero-point-valued border would give, since the folded bias
+# subtracted in_zp * w for every tap). Requantization runs in 32-bit registers (see requant32).
+
+
+def folded_bias(bias, weights, in_zp: int, out_axis: int) -> "np.ndarray":
+    """bias - in_zp * sum(w) per output channel, wrapped to int32 like the kernel's accumulator
+    (TFLM's acc = sum((x - zp) * w) + bias is the same int32 modulo 2^32)."""
+    import numpy as np
+
+    w = np.asarray(weights).astype(np.int64)
+    axes = tuple(a for a in range(w.ndim) if a != out_axis % w.ndim)
+    total = w.sum(axis=axes)
+    b = np.zeros(total.shape, np.int64) if bias is None else np.broadcast_to(np.asarray(bias).astype(np.int64).reshape(-1), total.shape)
+    return ((b - int(in_zp) * total + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def _requant_macro(rq: Requant, per_channel: bool, mult_c: int = 0, shift_c: int = 0):
+    """A TVMScript macro: out[idx] = clamp(MultiplyByQuantizedMultiplier(acc) + out_zp), 32-bit."""
+    from tvm.script import tirx as T
+
+    if per_channel:
+        @T.macro
+        def store(out, idx, acc, m, s):
+            hi: T.let[T.int32] = T.Cast("int32", (T.Cast("int64", acc * (T.int32(1) << T.max(s, 0))) * T.Cast("int64", m)
+                                              + T.int64(1 << 30)) >> T.int64(31))
+            out[idx] = T.Cast("int8", T.min(T.max(
+                (hi >> T.max(0 - s, 0)) + T.Cast("int32", (hi & ((T.int32(1) << T.max(0 - s, 0)) - 1))
+                                                  > (((T.int32(1) << T.max(0 - s, 0)) - 1) >> 1) + T.Cast("int32", hi < 0))
+                + rq.out_zp, rq.act_min), rq.act_max))
+        return store
+    left, right = max(shift_c, 0), max(-shift_c, 0)
+    mask = (1 << right) - 1
+
+    @T.macro
+    def store_c(out, idx, acc, m, s):
+        hi: T.let[T.int32] = T.Cast("int32", (T.Cast("int64", acc * (1 << left)) * T.int64(mult_c) + T.int64(1 << 30)) >> T.int64(31))
+        out[idx] = T.Cast("int8", T.min(T.max(
+            (hi >> right) + T.Cast("int32", (hi & mask) > (mask >> 1) + T.Cast("int32", hi < 0)) + rq.out_zp,
+            rq.act_min), rq.act_max))
+    return store_c
+
+
+def _tap_range(origin, k: int, dil: int, size: int):
+    """[lo, hi) of the taps t in [0, k) with 0 <= origin + t * dil < size, clamped to [0, k] and hi >= lo."""
+    lo = tirx.Min(tirx.Max(tirx.floordiv(dil - 1 - origin, dil), 0), k)
+    hi = tirx.Max(tirx.Min(tirx.floordiv(size - 1 - origin, dil) + 1, k), lo)
+    return lo, hi
+
+
+def _pixel_origin(p, n, h, w, ho, wo, sh, sw, pt, pl):
+    """(batch, top input row, left input column) of output pixel p (flat over N*HO*WO)."""
+    b = tirx.floordiv(p, ho * wo) if n > 1 else 0
+    q = tirx.floormod(p, ho * wo) if n > 1 else p
+    return b, tirx.floordiv(q, wo) * sh - pt, tirx.floormod(q, wo) * sw - pl
+
+
+COLUMN_BYTES = 512  # stack bytes a convolution with short kernel rows may use for two gathered windows
+
+
+def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant):
+    """CONV_2D with the input zero point folded into ``bias`` (folded_bias) and weights in TFLite's OHWI
+    layout [O, KH, KW, C]; ``w_shape`` is the HWIO shape of the spec. Parameters: x, w, bias, mult, shift, out.
+
+    Two output channels per pass (each input byte loaded once for both); a 1x1 convolution without padding
+    also takes two pixels per pass (2 x 2 accumulators). The interior of the image runs fixed-size loops with
+    no tests; border pixels run over their valid taps and add in_zp * w for the others."""
+    from tvm.script import tirx as T
+
+    n, h, w, c = (int(v) for v in x_shape)
+    kh, kw, _, o = (int(v) for v in w_shape)
+    _, ho, wo, _ = (int(v) for v in out_shape)
+    sh, sw = (int(v) for v in stride)
+    dh, dw = (int(v) for v in dilation)
+    pt, pl = int(pad[0]), int(pad[1])
+    zp = int(in_zp)
+    npix = n * ho * wo
+    store = _requant_macro(rq, True)
+    o2 = o // 2
+
+    def opix(p, oc):  # out[b, i, j, oc] of flat output pixel p: the kernel stores to its output parameter itself
+        if n == 1:
+            return (0, tirx.floordiv(p, wo), tirx.floormod(p, wo), oc)
+        return (tirx.floordiv(p, ho * wo), tirx.floormod(tirx.floordiv(p, wo), ho), tirx.floormod(p, wo), oc)
+    kk = kh * kw * c
+
+    if kh == 1 and kw == 1 and not any(int(v) for v in pad):
+        identity = sh == 1 and sw == 1 and ho == h and wo == w
+
+        def xoff(p):
+            if identity:
+                return p * c
+            b, y, z = _pixel_origin(p, n, h, w, ho, wo, sh, sw, 0, 0)
+            return ((b * h + y) * w + z) * c
+
+        p2 = npix // 2
+
+        @T.prim_func
+        def pointwise(x: T.Buffer((n, h, w, c), "int8"), wt: T.Buffer((o, 1, 1, c), "int8"), bias: T.Buffer((o,), "int32"),
+                      mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
+            xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
+            wf = T.decl_buffer((o * c,), "int8", data=wt.data)
+            acc = T.decl_buffer((4,), "int32")
+            for pp in range(p2):
+                for oo in range(o2):
+                    acc[0] = bias[oo * 2]
+                    acc[1] = bias[oo * 2 + 1]
+                    acc[2] = bias[oo * 2]
+                    acc[3] = bias[oo * 2 + 1]
+                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                        acc[0] = acc[0] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oo * 2 * c + k])
+                        acc[1] = acc[1] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oo * 2 * c + c + k])
+                        acc[2] = acc[2] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oo * 2 * c + k])
+                        acc[3] = acc[3] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oo * 2 * c + c + k])
+                    store(out, opix(pp * 2, oo * 2), acc[0], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2, oo * 2 + 1), acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                    store(out, opix(pp * 2 + 1, oo * 2), acc[2], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2 + 1, oo * 2 + 1), acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                for oc in range(o2 * 2, o):
+                    acc[0] = bias[oc]
+                    acc[1] = bias[oc]
+                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                        acc[0] = acc[0] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oc * c + k])
+                        acc[1] = acc[1] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oc * c + k])
+                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
+                    store(out, opix(pp * 2 + 1, oc), acc[1], mult[oc], shift[oc])
+            for p in range(p2 * 2, npix):
+                for oc in range(o):
+                    acc[0] = bias[oc]
+                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                        acc[0] = acc[0] + T.Cast("int32", xf[xoff(p) + k]) * T.Cast("int32", wf[oc * c + k])
+                    store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
+
+        return pointwise
+
+    contiguous = dw == 1  # the taps of one kernel row and their channels are one run in x and in w
+    run = kw * c
+
+    def origin(p):
+        return _pixel_origin(p, n, h, w, ho, wo, sh, sw, pt, pl)
+
+    def xrow(p, r, s):  # index of x[b, y0 + r*dh, z0 + s*dw, 0]
+        b, y, z = origin(p)
+        return ((b * h + y + r * dh) * w + z + s * dw) * c
+
+    def rows(p):
+        return _tap_range(origin(p)[1], kh, dh, h)
+
+    def cols(p):
+        return _tap_range(origin(p)[2], kw, dw, w)
+
+    def interior(p):
+        r, s = rows(p), cols(p)
+        return tirx.all(r[0] == 0, r[1] == kh, s[0] == 0, s[1] == kw)
+
+    @T.macro
+    def mac(xf, wf, acc, p, oc, r, s0, s1, two):  # acc[0] (acc[1]) += x . w over taps (r, s0..s1) of channel oc (oc+1)
+        if contiguous:
+            for k in T.serial((s1 - s0) * c, annotations={"edgemem.dot": 1}):
+                acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, s0) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s0) * c + k])
+                if two:
+                    acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, s0) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s0) * c + k])
+        else:
+            for s in range(s0, s1):
+                for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                    acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s) * c + k])
+                    if two:
+                        acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s) * c + k])
+
+    @T.macro
+    def wsum(wf, acc, oc, r0, r1, s0, s1, two):  # acc[2] (acc[3]) += w over taps [r0, r1) x [s0, s1)
+        for r in range(r0, r1):
+            for k in range((s1 - s0) * c):
+                acc[2] = acc[2] + T.Cast("int32", wf[oc * kk + (r * kw + s0) * c + k])
+                if two:
+                    acc[3] = acc[3] + T.Cast("int32", wf[oc * kk + kk + (r * kw + s0) * c + k])
+
+    @T.macro
+    def channels(xf, wf, out, bias, mult, shift, acc, p, oc, two):  # output pixel p, channel oc (and oc + 1)
+        acc[0] = bias[oc]
+        if two:
+            acc[1] = bias[oc + 1]
+        if interior(p):
+            for r in range(kh):
+                mac(xf, wf, acc, p, oc, r, 0, kw, two)
+        else:
+            acc[2] = 0
+            acc[3] = 0
+            for r in range(rows(p)[0], rows(p)[1]):
+                mac(xf, wf, acc, p, oc, r, cols(p)[0], cols(p)[1], two)
+            wsum(wf, acc, oc, 0, rows(p)[0], 0, kw, two)
+            wsum(wf, acc, oc, rows(p)[1], kh, 0, kw, two)
+            wsum(wf, acc, oc, rows(p)[0], rows(p)[1], 0, cols(p)[0], two)
+            wsum(wf, acc, oc, rows(p)[0], rows(p)[1], cols(p)[1], kw, two)
+            acc[0] = acc[0] + acc[2] * zp
+            if two:
+                acc[1] = acc[1] + acc[3] * zp
+        store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
+        if two:
+            store(out, opix(p, oc + 1), acc[1], mult[oc + 1], shift[oc + 1])
+
+    def tap_inside(p, r, s):
+        _, y, z = origin(p)
+        return tirx.all(0 <= y + r * dh, y + r * dh < h, 0 <= z + s * dw, z + s * dw < w)
+
+    @T.macro
+    def gather(xf, col, p, q):  # col[q*kk ...]: the window of pixel p, in_zp where it lies in the padding
+        if interior(p):
+            for r in range(kh):
+                for s in range(kw):
+                    for k in range(c):
+                        col[q * kk + (r * kw + s) * c + k] = xf[xrow(p, r, s) + k]
+        else:
+            for r in range(kh):
+                for s in range(kw):
+                    for k in range(c):
+                        col[q * kk + (r * kw + s) * c + k] = T.if_then_else(tap_inside(p, r, s), xf[xrow(p, r, s) + k], T.int8(zp))
+
+    @T.macro
+    def tile2x2(xf, wf, out, bias, mult, shift, acc, p, oc):  # interior pixels p, p + 1 x channels oc, oc + 1
+        acc[0] = bias[oc]
+        acc[1] = bias[oc + 1]
+        acc[2] = bias[oc]
+        acc[3] = bias[oc + 1]
+        for r in range(kh):
+            if contiguous:
+                for k in T.serial(kw * c, annotations={"edgemem.dot": 1}):
+                    acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, 0) + k]) * T.Cast("int32", wf[oc * kk + r * kw * c + k])
+                    acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, 0) + k]) * T.Cast("int32", wf[oc * kk + kk + r * kw * c + k])
+                    acc[2] = acc[2] + T.Cast("int32", xf[xrow(p + 1, r, 0) + k]) * T.Cast("int32", wf[oc * kk + r * kw * c + k])
+                    acc[3] = acc[3] + T.Cast("int32", xf[xrow(p + 1, r, 0) + k]) * T.Cast("int32", wf[oc * kk + kk + r * kw * c + k])
+            else:
+                for s in range(kw):
+                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                        acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s) * c + k])
+                        acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s) * c + k])
+                        acc[2] = acc[2] + T.Cast("int32", xf[xrow(p + 1, r, s) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s) * c + k])
+                        acc[3] = acc[3] + T.Cast("int32", xf[xrow(p + 1, r, s) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s) * c + k])
+        store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
+        store(out, opix(p, oc + 1), acc[1], mult[oc + 1], shift[oc + 1])
+        store(out, opix(p + 1, oc), acc[2], mult[oc], shift[oc])
+        store(out, opix(p + 1, oc + 1), acc[3], mult[oc + 1], shift[oc + 1])
+
+    @T.prim_func
+    def conv_columns(x: T.Buffer((n, h, w, c), "int8"), wt: T.Buffer((o, kh, kw, c), "int8"), bias: T.Buffer((o,), "int32"),
+                     mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
+        xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
+        wf = T.decl_buffer((o * kk,), "int8", data=wt.data)
+        acc = T.decl_buffer((4,), "int32")
+        col = T.decl_buffer((2 * kk,), "int8")
+        for pp in range((npix + 1) // 2):
+            gather(xf, col, pp * 2, 0)
+            if pp * 2 + 1 < npix:
+                gather(xf, col, pp * 2 + 1, 1)
+                for oo in range(o2):
+                    acc[0] = bias[oo * 2]
+                    acc[1] = bias[oo * 2 + 1]
+                    acc[2] = bias[oo * 2]
+                    acc[3] = bias[oo * 2 + 1]
+                    for k in T.serial(kk, annotations={"edgemem.dot": 1}):
+                        acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + k])
+                        acc[1] = acc[1] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
+                        acc[2] = acc[2] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + k])
+                        acc[3] = acc[3] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
+                    store(out, opix(pp * 2, oo * 2), acc[0], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2, oo * 2 + 1), acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                    store(out, opix(pp * 2 + 1, oo * 2), acc[2], mult[oo * 2], shift[oo * 2])
+                    store(out, opix(pp * 2 + 1, oo * 2 + 1), acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                for oc in range(o2 * 2, o):
+                    acc[0] = bias[oc]
+                    acc[1] = bias[oc]
+                    for k in T.serial(kk, annotations={"edgemem.dot": 1}):
+                        acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
+                        acc[1] = acc[1] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oc * kk + k])
+                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
+                    store(out, opix(pp * 2 + 1, oc), acc[1], mult[oc], shift[oc])
+            else:
+                for oc in range(o):
+                    acc[0] = bias[oc]
+                    for k in T.serial(kk, annotations={"edgemem.dot": 1}):
+                        acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
+                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
+
+    if kw * c < 16 and 2 * kk <= COLUMN_BYTES:
+        return conv_columns
+
+    @T.prim_func
+    def conv(x: T.Buffer((n, h, w, c), "int8"), wt: T.Buffer((o, kh, kw, c), "int8"), bias: T.Buffer((o,), "int32"),
+             mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
+        xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
+        wf = T.decl_buffer((o * kk,), "int8", data=wt.data)
+        acc = T.decl_buffer((4,), "int32")
+        for pp in range(npix // 2):  # two pixels per pass where both are inside
+            if interior(pp * 2) and interior(pp * 2 + 1):
+                for oo in range(o2):
+                    tile2x2(xf, wf, out, bias, mult, shift, acc, pp * 2, oo * 2)
+                for oc in range(o2 * 2, o):
+                    channels(xf, wf, out, bias, mult, shift, acc, pp * 2, oc, False)
+                    channels(xf, wf, out, bias, mult, shift, acc, pp * 2 + 1, oc, False)
+            else:
+                for q in range(2):
+                    for oo in range(o2):
+                        channels(xf, wf, out, bias, mult, shift, acc, pp * 2 + q, oo * 2, True)
+                    for oc in range(o2 * 2, o):
+                        channels(xf, wf, out, bias, mult, shift, acc, pp * 2 + q, oc, False)
+        for p in range(npix // 2 * 2, npix):
+            for oo in range(o2):
+                channels(xf, wf, out, bias, mult, shift, acc, p, oo * 2, True)
+            for oc in range(o2 * 2, o):
+                channels(xf, wf, out, bias, mult, shift, acc, p, oc, False)
+
+    return conv
+
+
+def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: Requant):
+    """DEPTHWISE_CONV_2D with the input zero point folded into ``bias`` (folded_bias over the taps).
+    Parameters: x, w [KH, KW, C*M], bias, mult, shift, out. Interior pixels run the taps unrolled with no
+    tests; border pixels run over their valid taps and add in_zp * w for the others."""
+    from tvm.script import tirx as T
+
+    n, h, w, c = (int(v) for v in x_shape)
+    kh, kw, cm = (int(v) for v in w_shape)
+    _, ho, wo, _ = (int(v) for v in out_shape)
+    sh, sw = (int(v) for v in stride)
+    dh, dw = (int(v) for v in dilation)
+    pt, pl = int(pad[0]), int(pad[1])
+    zp = int(in_zp)
+    mul = cm // c
+    npix = n * ho * wo
+    store = _requant_macro(rq, True)
+
+    def opix(p, oc):  # out[b, i, j, oc] of flat output pixel p: the kernel stores to its output parameter itself
+        if n == 1:
+            return (0, tirx.floordiv(p, wo), tirx.floormod(p, wo), oc)
+        return (tirx.floordiv(p, ho * wo), tirx.floormod(tirx.floordiv(p, wo), ho), tirx.floormod(p, wo), oc)
+    unroll = kh * kw <= 16
+    c4 = cm // 4 if mul == 1 else 0  # channels taken 4 at a time (one word of x and of w per tap)
+    taps = T.unroll if unroll else T.serial
+
+    def origin(p):
+        return _pixel_origin(p, n, h, w, ho, wo, sh, sw, pt, pl)
+
+    def xat(p, r, s, oc):  # index of x[b, y0 + r*dh, z0 + s*dw, oc // mul]
+        b, y, z = origin(p)
+        return ((b * h + y + r * dh) * w + z + s * dw) * c + (tirx.floordiv(oc, mul) if mul > 1 else oc)
+
+    def rows(p):
+        return _tap_range(origin(p)[1], kh, dh, h)
+
+    def cols(p):
+        return _tap_range(origin(p)[2], kw, dw, w)
+
+    def interior(p):
+        r, s = rows(p), cols(p)
+        return tirx.all(r[0] == 0, r[1] == kh, s[0] == 0, s[1] == kw)
+
+    def tap_inside(p, r, s):
+        _, y, z = origin(p)
+        return tirx.all(0 <= y + r * dh, y + r * dh < h, 0 <= z + s * dw, z + s * dw < w)
+
+    @T.macro
+    def wsum(wf, acc, oc, r0, r1, s0, s1):  # acc[1] += w over taps [r0, r1) x [s0, s1)
+        for r in range(r0, r1):
+            for s in range(s0, s1):
+                acc[1] = acc[1] + T.Cast("int32", wf[(r * kw + s) * cm + oc])
+
+    @T.prim_func
+    def depthwise(x: T.Buffer((n, h, w, c), "int8"), wt: T.Buffer((kh, kw, cm), "int8"), bias: T.Buffer((cm,), "int32"),
+                  mult: T.Buffer((cm,), "int32"), shift: T.Buffer((cm,), "int32"), out: T.Buffer((n, ho, wo, cm), "int8")):
+        xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
+        wf = T.decl_buffer((kh * kw * cm,), "int8", data=wt.data)
+        acc = T.decl_buffer((4,), "int32")
+        for p in range(npix):
+            if interior(p):
+                for oq in range(c4):
+                    for i in T.unroll(4):
+                        acc[i] = bias[oq * 4 + i]
+                    for r in taps(kh):
+                        for s in taps(kw):
+                            for i in T.serial(4, annotations={"edgemem.lanes": 1}):
+                                acc[i] = acc[i] + T.Cast("int32", xf[xat(p, r, s, oq * 4) + i]) * T.Cast("int32", wf[(r * kw + s) * cm + oq * 4 + i])
+                    for i in T.unroll(4):
+                        store(out, opix(p, oq * 4 + i), acc[i], mult[oq * 4 + i], shift[oq * 4 + i])
+                for oc in range(c4 * 4, cm):
+                    acc[0] = bias[oc]
+                    if unroll:
+                        for r in T.unroll(kh):
+                            for s in T.unroll(kw):
+                                acc[0] = acc[0] + T.Cast("int32", xf[xat(p, r, s, oc)]) * T.Cast("int32", wf[(r * kw + s) * cm + oc])
+                    else:
+                        for r in range(kh):
+                            for s in range(kw):
+                                acc[0] = acc[0] + T.Cast("int32", xf[xat(p, r, s, oc)]) * T.Cast("int32", wf[(r * kw + s) * cm + oc])
+                    store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
+            else:
+                for oq in range(c4):  # taps in the padding add in_zp * w
+                    for i in T.unroll(4):
+                        acc[i] = bias[oq * 4 + i]
+                    for r in taps(kh):
+                        for s in taps(kw):
+                            if tap_inside(p, r, s):
+                                for i in T.serial(4, annotations={"edgemem.lanes": 1}):
+                                    acc[i] = acc[i] + T.Cast("int32", xf[xat(p, r, s, oq * 4) + i]) * T.Cast("int32", wf[(r * kw + s) * cm + oq * 4 + i])
+                            else:
+                                for i in T.unroll(4):
+                                    acc[i] = acc[i] + T.Cast("int32", wf[(r * kw + s) * cm + oq * 4 + i]) * zp
+                    for i in T.unroll(4):
+                        store(out, opix(p, oq * 4 + i), acc[i], mult[oq * 4 + i], shift[oq * 4 + i])
+                for oc in range(c4 * 4, cm):
+                    acc[0] = bias[oc]
+                    acc[1] = 0
+                    for r in range(rows(p)[0], rows(p)[1]):
+                        for s in range(cols(p)[0], cols(p)[1]):
+                            acc[0] = acc[0] + T.Cast("int32", xf[xat(p, r, s, oc)]) * T.Cast("int32", wf[(r * kw + s) * cm + oc])
+                    wsum(wf, acc, oc, 0, rows(p)[0], 0, kw)
+                    wsum(wf, acc, oc, rows(p)[1], kh, 0, kw)
+                    wsum(wf, acc, oc, rows(p)[0], rows(p)[1], 0, cols(p)[0])
+                    wsum(wf, acc, oc, rows(p)[0], rows(p)[1], cols(p)[1], kw)
+                    store(out, opix(p, oc), acc[0] + acc[1] * zp, mult[oc], shift[oc])
+
+    return depthwise
+
+
+def fully_connected_fast(x_shape, w_shape, multiplier, shift, rq: Requant):
+    """FULLY_CONNECTED with symmetric weights and the input zero point folded into ``bias``
+    (folded_bias over K): four rows per pass, each input byte loaded once for the four. ``multiplier`` /
+    ``shift`` as in fully_connected (None: per-channel ``mult``/``shift`` parameters after the bias)."""
+    from tvm.script import tirx as T
+
+    batch, k = (int(v) for v in x_shape)
+    o = int(w_shape[0])
+    o4 = o // 4
+    per_channel = multiplier is None
+    store = _requant_macro(rq, per_channel, 0 if per_channel else int(multiplier), 0 if per_channel else int(shift))
+
+    @T.macro
+    def rows4(xf, wf, out, bias, mult, shift, acc, b, oc):
+        for i in T.unroll(4):
+            acc[i] = bias[oc + i]
+        for kk in T.serial(k, annotations={"edgemem.dot": 1}):
+            acc[0] = acc[0] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[oc * k + kk])
+            acc[1] = acc[1] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[(oc + 1) * k + kk])
+            acc[2] = acc[2] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[(oc + 2) * k + kk])
+            acc[3] = acc[3] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[(oc + 3) * k + kk])
+        for i in T.unroll(4):
+            if per_channel:
+                store(out, (b, oc + i), acc[i], mult[oc + i], shift[oc + i])
+            else:
+                store(out, (b, oc + i), acc[i], 0, 0)
+
+    @T.macro
+    def row1(xf, wf, out, bias, mult, shift, acc, b, oc):
+        acc[0] = bias[oc]
+        for kk in T.serial(k, annotations={"edgemem.dot": 1}):
+            acc[0] = acc[0] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[oc * k + kk])
+        if per_channel:
+            store(out, (b, oc), acc[0], mult[oc], shift[oc])
+        else:
+            store(out, (b, oc), acc[0], 0, 0)
+
+    if per_channel:
+        @T.prim_func
+        def fc(x: T.Buffer((batch, k), "int8"), wt: T.Buffer((o, k), "int8"), bias: T.Buffer((o,), "int32"),
+               mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((batch, o), "int8")):
+            xf = T.decl_buffer((batch * k,), "int8", data=x.data)
+            wf = T.decl_buffer((o * k,), "int8", data=wt.data)
+            acc = T.decl_buffer((4,), "int32")
+            for b in range(batch):
+                for oo in range(o4):
+                    rows4(xf, wf, out, bias, mult, shift, acc, b, oo * 4)
+                for oc in range(o4 * 4, o):
+                    row1(xf, wf, out, bias, mult, shift, acc, b, oc)
+        return fc
+
+    @T.prim_func
+    def fc_tensor(x: T.Buffer((batch, k), "int8"), wt: T.Buffer((o, k), "int8"), bias: T.Buffer((o,), "int32"),
+                  out: T.Buffer((batch, o), "int8")):
+        xf = T.decl_buffer((batch * k,), "int8", data=x.data)
+        wf = T.decl_buffer((o * k,), "int8", data=wt.data)
+        acc = T.decl_buffer((4,), "int32")
+        for b in range(batch):
+            for oo in range(o4):
+                rows4(xf, wf, out, bias, bias, bias, acc, b, oo * 4)
+            for oc in range(o4 * 4, o):
+                row1(xf, wf, out, bias, bias, bias, acc, b, oc)
+    return fc_tensor

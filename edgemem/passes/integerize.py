@@ -489,28 +489,30 @@ class _Integerizer:
         x = self._act(d_in.source)
         if np.any(wd.zero_point != 0):
             raise UnsupportedModelError("conv weights with a non-zero zero point (TFLite int8 requires 0).")
+        # The fast kernels (spec "folded"): the bias constant holds bias - in_zp * sum(w) per output channel,
+        # so the kernels sum raw int8 products; conv weights go back to TFLite's OHWI (one contiguous run per
+        # output channel and kernel row).
         if groups == 1:
             o = wv.shape[3]
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kh, kw = wv.shape[:2]
             builder, w_shape = "conv2d", tuple(wv.shape)
             kind, macs = "CONV_2D", int(np.prod(out_shape)) * kh * kw * wv.shape[2]
-            wconst = wv.astype(np.int8)
+            wconst = np.ascontiguousarray(wv.astype(np.int8).transpose(3, 0, 1, 2))
+            folded = int8_ops.folded_bias(bias, wv, in_zp, out_axis=3)
         elif groups == x_shape[3] and str(a.kernel_layout) == "HWOI":
             kh, kw, o = wv.shape[0], wv.shape[1], wv.shape[2] * wv.shape[3]
             wconst = wv.reshape(kh, kw, o).astype(np.int8)
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kind, macs = "DEPTHWISE_CONV_2D", int(np.prod(out_shape)) * kh * kw
             builder, w_shape = "depthwise_conv2d", tuple(wconst.shape)
+            folded = int8_ops.folded_bias(bias, wconst, in_zp, out_axis=2)
         else:
             raise UnsupportedModelError(f"grouped conv2d (groups={groups}) is not a TFLite operator edgemem supports.")
-        spec = {"builder": builder, "x_shape": list(x_shape), "w_shape": list(w_shape), "has_bias": bias is not None,
+        spec = {"builder": builder, "x_shape": list(x_shape), "w_shape": list(w_shape), "has_bias": True, "folded": True,
                 "in_zp": int(in_zp), "stride": stride, "dilation": dil, "pad": pad, "out_shape": list(out_shape), "rq": rq}
         prim = kernel_spec.build(spec)
-        args = [x, relax.const(wconst)]
-        if bias is not None:
-            args.append(relax.const(bias.astype(np.int32)))
-        args += [relax.const(mult), relax.const(shift)]
+        args = [x, relax.const(wconst), relax.const(folded), relax.const(mult), relax.const(shift)]
         return self._call(self._name(kind), prim, args, out_shape, kind, macs, spec=spec)
 
     def _fully_connected(self, mm, bias, out_scale, out_shape, rq):
@@ -535,10 +537,14 @@ class _Integerizer:
             m = s = None
             w_zp = 0
             consts = [relax.const(mult), relax.const(shift)]
-        prim = int8_ops.fully_connected(x_shape, w.shape, bias is not None, d_in.scalar_zp, w_zp, m, s, rq)
         args = [self._act(d_in.source), relax.const(w)]
-        if bias is not None:
-            args.append(relax.const(bias.astype(np.int32)))
+        if w_zp == 0:  # TFLite's int8 weights are symmetric: the input zero point folds into the bias
+            prim = int8_ops.fully_connected_fast(x_shape, w.shape, m, s, rq)
+            args.append(relax.const(int8_ops.folded_bias(bias, w, d_in.scalar_zp, out_axis=0)))
+        else:
+            prim = int8_ops.fully_connected(x_shape, w.shape, bias is not None, d_in.scalar_zp, w_zp, m, s, rq)
+            if bias is not None:
+                args.append(relax.const(bias.astype(np.int32)))
         args += consts
         return self._call(self._name("fully_connected"), prim, args, out_shape, "FULLY_CONNECTED", int(np.prod(out_shape)) * w.shape[1])
 

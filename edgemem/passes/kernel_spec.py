@@ -1,6 +1,7 @@
 """How a kernel was built, kept on its PrimFunc (attribute ``edgemem.spec``) so that a later pass can build
 it again with other shapes, padding or aliasing: the builder's name in kernels/int8_ops.py (or kernels/conv16.py)
-and its arguments, as JSON."""
+and its arguments, as JSON. ``"folded": true`` (what integerize writes): the kernel's bias constant already holds
+bias - in_zp * sum(w) (int8_ops.folded_bias) and conv weights are OHWI; the fast kernels are built."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ from ..kernels import conv16, int8_ops
 from ..kernels.int8_ops import Requant
 
 _BUILDERS = {
-    "conv2d": lambda s: int8_ops.conv2d(s["x_shape"], s["w_shape"], s["has_bias"], s["in_zp"], s["stride"],
-                                        s["dilation"], s["pad"], s["out_shape"], s["rq"]),
-    "depthwise_conv2d": lambda s: int8_ops.depthwise_conv2d(s["x_shape"], s["w_shape"], s["has_bias"], s["in_zp"],
-                                                            s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"]),
+    "conv2d": lambda s: int8_ops.conv2d_fast(s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"],
+                                             s["out_shape"], s["rq"]) if s.get("folded") else
+    int8_ops.conv2d(s["x_shape"], s["w_shape"], s["has_bias"], s["in_zp"], s["stride"], s["dilation"], s["pad"],
+                    s["out_shape"], s["rq"]),
+    "depthwise_conv2d": lambda s: int8_ops.depthwise_conv2d_fast(s["x_shape"], s["w_shape"], s["in_zp"], s["stride"],
+                                                                 s["dilation"], s["pad"], s["out_shape"], s["rq"])
+    if s.get("folded") else
+    int8_ops.depthwise_conv2d(s["x_shape"], s["w_shape"], s["has_bias"], s["in_zp"], s["stride"], s["dilation"],
+                              s["pad"], s["out_shape"], s["rq"]),
     "depthwise_conv2d_inplace": lambda s: int8_ops.depthwise_conv2d_inplace(
         s["x_shape"], s["w_shape"], s["in_zp"], s["stride"], s["dilation"], s["pad"], s["out_shape"], s["rq"],
-        s.get("delay", 0)),
+        s.get("delay", 0), folded=bool(s.get("folded"))),
     # 16x8 DEPTHWISE_CONV_2D (kernels/conv16.py), which passes/inplace.py may rebuild in place
     "depthwise_conv2d16": lambda s: conv16.depthwise_conv2d(s["x_shape"], s["w_shape"], s["out_shape"], s["stride"],
                                                             s["dilation"], s["pad"], s["has_bias"], tuple(s["act"])),
