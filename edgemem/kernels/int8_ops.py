@@ -649,9 +649,10 @@ def _requant_macro(rq: Requant, per_channel: bool, mult_c: int = 0, shift_c: int
         def store(out, idx, acc, m, s):
             hi: T.let[T.int32] = T.Cast("int32", (T.Cast("int64", acc * (T.int32(1) << T.max(s, 0))) * T.Cast("int64", m)
                                               + T.int64(1 << 30)) >> T.int64(31))
+            # the rounding mask (1 << r) - 1 in uint32: r reaches 31, where an int32 shift is undefined in C
+            mask: T.let[T.int32] = T.Cast("int32", (T.uint32(1) << T.Cast("uint32", T.max(0 - s, 0))) - T.uint32(1))
             out[idx] = T.Cast("int8", T.min(T.max(
-                (hi >> T.max(0 - s, 0)) + T.Cast("int32", (hi & ((T.int32(1) << T.max(0 - s, 0)) - 1))
-                                                  > (((T.int32(1) << T.max(0 - s, 0)) - 1) >> 1) + T.Cast("int32", hi < 0))
+                (hi >> T.max(0 - s, 0)) + T.Cast("int32", (hi & mask) > (mask >> 1) + T.Cast("int32", hi < 0))
                 + rq.out_zp, rq.act_min), rq.act_max))
         return store
     left, right = max(shift_c, 0), max(-shift_c, 0)
