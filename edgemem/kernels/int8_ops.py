@@ -667,6 +667,23 @@ def _requant_macro(rq: Requant, per_channel: bool, mult_c: int = 0, shift_c: int
     return store_c
 
 
+def _window_taps(origin, kh: int, kw: int, dh: int, dw: int, h: int, w: int):
+    """(rows, cols, interior) of a convolution window: for an output pixel p (``origin(p)`` its top-left input
+    (b, y, z)), the valid tap rows and columns, and whether the whole window lies inside the input."""
+
+    def rows(p):
+        return _tap_range(origin(p)[1], kh, dh, h)
+
+    def cols(p):
+        return _tap_range(origin(p)[2], kw, dw, w)
+
+    def interior(p):
+        r, s = rows(p), cols(p)
+        return tirx.all(r[0] == 0, r[1] == kh, s[0] == 0, s[1] == kw)
+
+    return rows, cols, interior
+
+
 def _tap_range(origin, k: int, dil: int, size: int):
     """[lo, hi) of the taps t in [0, k) with 0 <= origin + t * dil < size, clamped to [0, k] and hi >= lo."""
     lo = tirx.Min(tirx.Max(tirx.floordiv(dil - 1 - origin, dil), 0), k)
@@ -769,15 +786,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
         b, y, z = origin(p)
         return ((b * h + y + r * dh) * w + z + s * dw) * c
 
-    def rows(p):
-        return _tap_range(origin(p)[1], kh, dh, h)
-
-    def cols(p):
-        return _tap_range(origin(p)[2], kw, dw, w)
-
-    def interior(p):
-        r, s = rows(p), cols(p)
-        return tirx.all(r[0] == 0, r[1] == kh, s[0] == 0, s[1] == kw)
+    rows, cols, interior = _window_taps(origin, kh, kw, dh, dw, h, w)
 
     @T.macro
     def mac(xf, wf, acc, p, oc, r, s0, s1, two):  # acc[0] (acc[1]) += x . w over taps (r, s0..s1) of channel oc (oc+1)
@@ -970,15 +979,7 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
         b, y, z = origin(p)
         return ((b * h + y + r * dh) * w + z + s * dw) * c + (tirx.floordiv(oc, mul) if mul > 1 else oc)
 
-    def rows(p):
-        return _tap_range(origin(p)[1], kh, dh, h)
-
-    def cols(p):
-        return _tap_range(origin(p)[2], kw, dw, w)
-
-    def interior(p):
-        r, s = rows(p), cols(p)
-        return tirx.all(r[0] == 0, r[1] == kh, s[0] == 0, s[1] == kw)
+    rows, cols, interior = _window_taps(origin, kh, kw, dh, dw, h, w)
 
     def tap_inside(p, r, s):
         _, y, z = origin(p)
