@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from tvm import te, tirx
 import tvm.s_tir
 
+from . import tvmscript_macros  # noqa: F401  (cheap macro expansion; see the module)
 from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier
 
 

@@ -5,6 +5,7 @@ bias - in_zp * sum(w) (int8_ops.folded_bias) and conv weights are OHWI; the fast
 
 from __future__ import annotations
 
+import functools
 import json
 
 from ..kernels import conv16, int8_ops
@@ -34,8 +35,15 @@ _BUILDERS = {
 
 
 def build(spec: dict):
-    """The PrimFunc the spec describes."""
-    spec = dict(spec)
+    """The PrimFunc the spec describes. Memoized by the spec's JSON: a kernel is a pure function of its spec
+    (constants are arguments, not part of the body), and TVMScript parsing is most of a build's time -- layers
+    of one shape, and the same model built again in one process (tests, the orchestrator), parse it once."""
+    return _build_cached(dumps(spec))
+
+
+@functools.lru_cache(maxsize=1024)
+def _build_cached(key: str):
+    spec = json.loads(key)
     for key in ("x_shape", "w_shape", "out_shape", "stride", "dilation", "pad", "pad_before", "pad_after"):
         if key in spec:
             spec[key] = tuple(int(v) for v in spec[key])
