@@ -699,7 +699,10 @@ def test_fast_kernels_requantize_in_32_bit_registers(tmp_path):
 
 @pytest.mark.parametrize("workspace", [True, False], ids=["plane", "delayed"])
 @pytest.mark.parametrize("case", [((5, 6, 3), 3, (1, 1), (1, 1, 1, 1)), ((7, 5, 4), 3, (2, 2), (0, 0, 1, 1)),
-                                  ((9, 6, 2), 5, (2, 1), (2, 2, 2, 2)), ((6, 6, 5), 3, (1, 1), (0, 0, 0, 0))])
+                                  ((9, 6, 2), 5, (2, 1), (2, 2, 2, 2)), ((6, 6, 5), 3, (1, 1), (0, 0, 0, 0)),
+                                  # 4-channel groups (and one left over) of the delayed form
+                                  ((6, 5, 8), 3, (1, 1), (1, 1, 1, 1)), ((9, 7, 9), 3, (2, 2), (0, 0, 1, 1)),
+                                  ((8, 8, 12), 5, (1, 1), (2, 2, 2, 2)), ((7, 7, 4), 7, (1, 1), (3, 3, 3, 3))])
 def test_folded_inplace_depthwise_matches_numpy(case, workspace, tmp_path):
     """The in-place depthwise with a folded bias (what integerize's kernels become under passes/inplace.py),
     output written over its input."""
