@@ -645,7 +645,9 @@ _DOT_SHAPES = {(1, 1), (1, 2), (2, 1), (2, 2), (1, 4)}
 
 _MK_COMMON = r"""
 #if defined(__ARM_FEATURE_DSP)
-static inline uint32_t em_ld4(const int8_t* p) { uint32_t v; __builtin_memcpy(&v, p, 4); return v; }
+/* a volatile load: the compiler keeps the loads where they are instead of hoisting a whole 3x3 window of words
+   into registers and spilling them (the "m" operand tells it which bytes are read) */
+static inline uint32_t em_ld4(const int8_t* p) { uint32_t v; __asm__ volatile("ldr %0, %1" : "=r"(v) : "m"(*(const uint32_t*)(const void*)p)); return v; }
 static inline uint32_t em_sxtb16(uint32_t v) { uint32_t r; __asm__("sxtb16 %0, %1" : "=r"(r) : "r"(v)); return r; }
 static inline uint32_t em_sxtb16_ror8(uint32_t v) { uint32_t r; __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v)); return r; }
 static inline int32_t em_smlad(uint32_t a, uint32_t b, int32_t c) { int32_t r; __asm__("smlad %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
@@ -676,6 +678,74 @@ def _dot_c(nx: int, nw: int) -> str:
     lines += [f"  acc[{i * nw + j}] = a{i}{j};" for i, j in pairs]
     lines += ["  return 0;", "}"]
     return "\n".join(lines) + "\n"
+
+
+# A 2x2 tile whose second pixel and second weight row lie at constant distances from the first (every 2x2
+# tile the int8 kernels make): the offsets go into the helper's name and its loads as immediates, so the loop
+# needs 13 registers (4 sums, 6 operands, 2 pointers, a count) and the compiler spills nothing. Eight bytes of K
+# per pass: 8 loads, 16 SXTB16 and 16 SMLAD for 32 MACs, plus 2 for the loop.
+_STEP4 = [  # x0 and x1 (4 bytes each) against w1 then w0; the loads of the second ones come before the post-increments
+    "ldr %[t1], [%[xp], #{dx}]", "ldr %[t0], [%[xp]], #4",
+    "sxtb16 %[t2], %[t0]", "sxtb16 %[t0], %[t0], ror #8", "sxtb16 %[t3], %[t1]", "sxtb16 %[t1], %[t1], ror #8",
+    "ldr %[t4], [%[wp], #{dw}]", "sxtb16 %[t5], %[t4]", "sxtb16 %[t4], %[t4], ror #8",
+    "smlad %[a01], %[t2], %[t5], %[a01]", "smlad %[a01], %[t0], %[t4], %[a01]",
+    "smlad %[a11], %[t3], %[t5], %[a11]", "smlad %[a11], %[t1], %[t4], %[a11]",
+    "ldr %[t4], [%[wp]], #4", "sxtb16 %[t5], %[t4]", "sxtb16 %[t4], %[t4], ror #8",
+    "smlad %[a00], %[t2], %[t5], %[a00]", "smlad %[a00], %[t0], %[t4], %[a00]",
+    "smlad %[a10], %[t3], %[t5], %[a10]", "smlad %[a10], %[t1], %[t4], %[a10]",
+]
+_ASM_OPERANDS = (
+    '[a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [xp] "+r"(xp), [wp] "+r"(wp), '
+    '[t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4), [t5] "=&r"(t5)'
+)
+MAX_LDR_OFFSET = 4095  # a Thumb-2 LDR's largest positive immediate offset
+
+
+def dot2x2_name(dx: int, dw: int) -> str:
+    return f"em_dot2x2_{dx}_{dw}_s8"
+
+
+def _dot2x2_fixed_c(dx: int, dw: int) -> str:
+    """C of em_dot2x2_<dx>_<dw>_s8(x, w, n, acc): acc[2i + j] += sum_k x[i*dx + k] * w[j*dw + k] for k < n."""
+    body = [ins.replace("{dx}", str(dx)).replace("{dw}", str(dw)) for ins in _STEP4 * 2]
+    asm = "\n".join(f'      "{ins}\\n\\t"' for ins in ["1:", *body, "subs %[cnt], %[cnt], #1", "bne 1b"])
+    asm4 = "\n".join(f'      "{ins}\\n\\t"' for ins in body[: len(_STEP4)])
+    return f"""static inline int32_t {dot2x2_name(dx, dw)}(const int8_t* x, const int8_t* w, int32_t n, int32_t* acc) {{
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+  int32_t k = 0;
+#if defined(__ARM_FEATURE_DSP)
+  if (n >= 8) {{
+    const int8_t* xp = x;
+    const int8_t* wp = w;
+    int32_t cnt = n >> 3;
+    uint32_t t0, t1, t2, t3, t4, t5;
+    __asm__ volatile(
+{asm}
+      : {_ASM_OPERANDS}, [cnt] "+r"(cnt)
+      :
+      : "cc", "memory");
+    k = n & ~7;
+  }}
+  if (n - k >= 4) {{
+    const int8_t* xp = x + k;
+    const int8_t* wp = w + k;
+    uint32_t t0, t1, t2, t3, t4, t5;
+    __asm__ volatile(
+{asm4}
+      : {_ASM_OPERANDS}
+      :
+      : "cc", "memory");
+    k += 4;
+  }}
+#endif
+  for (; k < n; ++k) {{
+    int32_t x0 = x[k], x1 = x[{dx} + k], w0 = w[k], w1 = w[{dw} + k];
+    a00 += x0 * w0; a01 += x0 * w1; a10 += x1 * w0; a11 += x1 * w1;
+  }}
+  acc[0] = a00; acc[1] = a01; acc[2] = a10; acc[3] = a11;
+  return 0;
+}}
+"""
 
 
 _MAC4_C = r"""static inline int32_t em_mac4_s8(const int8_t* x, const int8_t* w, int32_t* acc) {
@@ -772,6 +842,12 @@ def _dot_call(loop, used: set):
     a0 = cells[(0, 0)]
     if not all(ana.can_prove_equal(cells[(i, j)], a0 + i * nw + j) for i in range(nx) for j in range(nw)):
         return None
+    if (nx, nw) == (2, 2) and xs[0][0].same_as(xs[1][0]) and ws[0][0].same_as(ws[1][0]):
+        dx, dw = (ana.simplify(lst[1][1] - lst[0][1]) for lst in (xs, ws))
+        if all(isinstance(d, tirx.IntImm) and 0 < int(d) <= MAX_LDR_OFFSET for d in (dx, dw)):
+            used.add(("dot2x2", int(dx), int(dw)))
+            args = [_at(*xs[0]), _at(*ws[0]), loop.extent, _at(acc, a0)]
+            return tirx.Evaluate(tirx.call_extern("int32", dot2x2_name(int(dx), int(dw)), *args))
     used.add(("dot", nx, nw))
     args = [_at(b, i) for b, i in xs] + [_at(b, i) for b, i in ws] + [loop.extent, _at(acc, a0)]
     return tirx.Evaluate(tirx.call_extern("int32", f"em_dot_{nx}x{nw}_s8", *args))
@@ -828,7 +904,15 @@ def _use_microkernels(func: tirx.PrimFunc, used: set) -> tirx.PrimFunc:
 def _microkernel_source(used: set, text: str) -> str:
     """The helpers the kernels' C really calls (a kernel rewritten to use one may be dropped later, and clang
     warns of an unused static inline function)."""
-    called = [key for key in sorted(used) if ("em_mac4_s8(" if key[0] == "mac4" else f"em_dot_{key[1]}x{key[2]}_s8(") in text]
+    def name(key):
+        return {"mac4": lambda: "em_mac4_s8", "dot2x2": lambda: dot2x2_name(key[1], key[2]),
+                "dot": lambda: f"em_dot_{key[1]}x{key[2]}_s8"}[key[0]]()
+
+    def source(key):
+        return {"mac4": lambda: _MAC4_C, "dot2x2": lambda: _dot2x2_fixed_c(key[1], key[2]),
+                "dot": lambda: _dot_c(key[1], key[2])}[key[0]]()
+
+    called = [key for key in sorted(used) if name(key) + "(" in text]
     if not called:
         return ""
-    return "".join([_MK_COMMON] + [_MAC4_C if key[0] == "mac4" else _dot_c(key[1], key[2]) for key in called])
+    return "".join([_MK_COMMON] + [source(key) for key in called])
