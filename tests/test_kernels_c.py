@@ -743,8 +743,9 @@ def test_folded_inplace_depthwise_matches_numpy(case, workspace, tmp_path):
 # the same fast kernels on the cores whose DSP path they take (inline-asm 2x2 tiles, SXTB16/SMLAD, SMLABB/SMLATT,
 # SSAT): compiled for Cortex-M7 and Cortex-M4, run under QEMU (mps2-an500, mps2-an386), printed over
 # semihosting and compared with the numpy model. Shapes chosen so that every path runs: reductions of 8k, 8k+4
-# and odd lengths (the asm loop, its 4-byte step and the C tail), odd channel and pixel counts, padding, a
-# fused-ReLU lower bound, the in-place depthwise in 4-channel groups written over its input.
+# and odd lengths (the asm loop, its 4-byte step and the C tail; written out when at most UNROLL_DOT bytes), odd
+# channel and pixel counts, padding, a fused-ReLU lower bound, the in-place depthwise in 4-channel groups written
+# over its input.
 # ----------------------------------------------------------------------------------------------
 
 QEMU_CORES = {
@@ -809,8 +810,10 @@ def _qemu_cases():
 
     conv("pw_k13", (1, 5, 7, 13), 1, 1, 7, (1, 1), (0, 0, 0, 0))  # 8 + 4 + 1: asm loop, 4-byte step, C tail
     conv("pw_k20_relu", (1, 4, 5, 20), 1, 1, 6, (1, 1), (0, 0, 0, 0), relu=True)
+    conv("pw_k77", (1, 3, 4, 77), 1, 1, 6, (1, 1), (0, 0, 0, 0))  # > UNROLL_DOT: the asm loop, then 4 + 1
     conv("pw_strided", (1, 7, 7, 8), 1, 1, 5, (2, 2), (0, 0, 0, 0))
     conv("conv3x3_direct", (1, 7, 6, 6), 3, 3, 5, (1, 1), (1, 1, 1, 1))  # kw*c = 18: direct 2x2 tiles, offset dx = c
+    conv("conv3x3_c24", (1, 5, 4, 24), 3, 3, 3, (1, 1), (1, 1, 1, 1))  # rows of 72 bytes: the loop form
     conv("conv3x3_columns", (1, 8, 7, 3), 3, 3, 4, (2, 2), (0, 0, 1, 1))  # kw*c = 9: two gathered windows
     conv("dw_inplace_5x5", (1, 8, 7, 12), 5, 5, 0, (1, 1), (2, 2, 2, 2), depthwise=True)
     conv("dw_inplace_3x3_s2", (1, 9, 8, 9), 3, 3, 0, (2, 2), (0, 0, 1, 1), depthwise=True, relu=True)
@@ -846,7 +849,8 @@ def test_fast_kernels_on_the_dsp_cores_under_qemu(core, tmp_path):
     machine, cpu, flags = QEMU_CORES[core]
     cases = _qemu_cases()
     ck = prim_funcs_to_c({name: prim for name, (prim, _, _, _) in cases.items()}, scratch="error")
-    assert "em_dot2x2_" in ck.source and "em_ssat8(" in ck.source and "em_mac4_s8(" in ck.source
+    assert "em_ssat8(" in ck.source and "em_mac4_s8(" in ck.source and "em_dot1x4_" in ck.source
+    assert re.search(r"em_dot2x2_\d+_\d+_s8\(", ck.source) and re.search(r"em_dot2x2_\d+_\d+_n\d+_s8\(", ck.source)
     data, calls = [], []
     for name, (_, args, expected, in_place) in cases.items():
         arrays = {f"{name}_{k}": v for k, v in args.items()}
