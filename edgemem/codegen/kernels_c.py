@@ -837,8 +837,10 @@ _MAC4_C = r"""static inline int32_t em_mac4_s8(const int8_t* x, const int8_t* w,
   acc[1] = em_smlabb(xo, wo, acc[1]);
   acc[2] = em_smlatt(xe, we, acc[2]);
   acc[3] = em_smlatt(xo, wo, acc[3]);
-#else
-  for (int32_t i = 0; i < 4; ++i) acc[i] += (int32_t)x[i] * (int32_t)w[i];
+#else  /* written out: GCC -O2 keeps a 4-iteration loop, with the sums going through memory on every call */
+  int32_t a0 = acc[0] + (int32_t)x[0] * (int32_t)w[0], a1 = acc[1] + (int32_t)x[1] * (int32_t)w[1];
+  int32_t a2 = acc[2] + (int32_t)x[2] * (int32_t)w[2], a3 = acc[3] + (int32_t)x[3] * (int32_t)w[3];
+  acc[0] = a0; acc[1] = a1; acc[2] = a2; acc[3] = a3;
 #endif
   return 0;
 }
