@@ -131,7 +131,8 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
     Parameters: x, w [KH, KW, C], bias [C], mult [C], shift [C], out (may alias x), tmp [H*W]; the
     kernel is also correct when out and x are apart (the planner may not manage to overlap them).
     delay > 0 (see depthwise_inplace_delay): no tmp; the input is read where it lies and each output is held
-    back on the stack until the last reader of the input pixel it overwrites has run.
+    back on the stack until the last reader of the input pixel it overwrites has run (with a folded bias: four
+    channels per pass where their 4 * delay bytes of ring fit MAX_INPLACE_DELAY).
     folded: the bias holds bias - in_zp * sum(w) (folded_bias): taps inside add x * w, taps in the padding
     in_zp * w."""
     from tvm.script import tirx as T
