@@ -30,7 +30,7 @@ from .schedule import Schedule
 from .schedule.best import best_schedule
 from .schedule.dag import Dag
 from .schedule.liveness import live_ranges
-from .target.image import DEVICE_DIR, device_image, qemu_image
+from .target.image import DEVICE_DIR, check_budget, device_image, qemu_image
 from .target.toolchain import FirmwareSizes, build_firmware, render_image
 
 BUILD_INFO = "edgemem.json"  # what `run` needs to know about a build, next to the sources
@@ -85,6 +85,7 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
     if ram is not None:
         region = dataclasses.replace(board.default_ram, size=ram, default=True)
         board = dataclasses.replace(board, ram=(region,))
+    check_budget(board, ram, flash)  # the MPU map of the image must express them too
     return board
 
 

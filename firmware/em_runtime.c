@@ -150,28 +150,6 @@ void em_stat_i32(const char *key, int32_t value)
 
 /* ==== timer ============================================================================== */
 
-/* The timer itself is a driver (drivers/timer_<kind>.c); what they share is here. */
-
-/* A free-running 32-bit up counter read as 64 bits: a value below the previous read has wrapped once. Holds
- * while the counter is read at least once per wrap (the profiling main reads it after every step). */
-static uint32_t em_wrap_last;
-static uint32_t em_wrap_count;
-
-void em_extend32_reset(void)
-{
-    em_wrap_last = 0u;
-    em_wrap_count = 0u;
-}
-
-uint64_t em_extend32(uint32_t v)
-{
-    if (v < em_wrap_last) {
-        em_wrap_count++;
-    }
-    em_wrap_last = v;
-    return ((uint64_t)em_wrap_count << 32) | v;
-}
-
 uint64_t em_ticks_to_instructions(uint64_t ticks)
 {
     return ticks * (uint64_t)(EM_TICK_NUM) / (uint64_t)(EM_TICK_DEN);

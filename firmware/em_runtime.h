@@ -74,9 +74,22 @@ int32_t em_read_file(const char *path, void *dst, uint32_t len);
 void em_timer_start(void);
 uint64_t em_timer_ticks(void); /* monotonic 64-bit ticks since em_timer_start */
 void em_timer_irq_handler(void); /* the vector of EM_TIMER_IRQ; empty for timers without an interrupt */
-/* em_runtime.c, for the drivers: a free-running 32-bit counter read as 64 bits (read once per wrap at least) */
-void em_extend32_reset(void);
-uint64_t em_extend32(uint32_t v);
+/* For timer drivers: a free-running 32-bit up counter read as 64 bits. A value below the previous read has
+ * wrapped once, which holds while the counter is read at least once per wrap (the profiling main reads it
+ * after every step). The driver owns the state (no .bss in images whose timer does not need it). */
+struct em_wrap {
+    uint32_t last;
+    uint32_t count;
+};
+
+static inline uint64_t em_extend32(struct em_wrap *w, uint32_t v)
+{
+    if (v < w->last) {
+        w->count++;
+    }
+    w->last = v;
+    return ((uint64_t)w->count << 32) | v;
+}
 uint64_t em_ticks_to_instructions(uint64_t ticks);
 
 /* ---- UART (drivers/uart_*.c; used by EM_CONSOLE_UART builds) ------------------------------- */

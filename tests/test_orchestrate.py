@@ -8,14 +8,20 @@ of them; the baselines are recomputed here by their own loops, not read from the
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from edgemem.passes.catalogue import GraphPass
-from edgemem.passes.orchestrate import DEFAULT_SEQUENCE, EffectTable, learn, objective, orchestrate
+from edgemem.passes.effects import EffectTable, learn
+from edgemem.passes.orchestrate import ALL_BASELINES, DEFAULT_SEQUENCE, objective, orchestrate
 
 from shared_models import model_path as _model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import pass_baselines  # noqa: E402  (benchmark-only baselines: greedy)
 
 
 # -- the fake world -------------------------------------------------------------------------------------
@@ -96,7 +102,8 @@ MODELS_FAKE = {
 
 def run_fake(mod, **kw):
     kw.setdefault("table", EffectTable())
-    return orchestrate(mod, FAKE_PASSES, measure_fn=fake_measure, key_fn=lambda m: m, **kw)
+    kw.setdefault("baselines", (*ALL_BASELINES, "greedy"))
+    return orchestrate(mod, FAKE_PASSES, measure_fn=fake_measure, key_fn=lambda m: m, extra_baselines=pass_baselines.EXTRA, **kw)
 
 
 def apply_safely(p, mod):

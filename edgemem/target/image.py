@@ -190,3 +190,38 @@ def _contiguous(regions: list[MemoryRegion], merge: bool) -> list[list[MemoryReg
 
 def _ident(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", s)
+
+
+# ---- user budgets --------------------------------------------------------------------------------
+
+
+def check_budget(board: Board, ram: int | None, flash: int | None) -> None:
+    """Refuse a --ram / --flash budget the QEMU image's MPU map cannot express, where the option enters
+    (not at the end of the pipeline, in MPU code that never names the option). `board` already has the
+    budgets applied; the error proposes, per option, the nearest sizes that take one MPU region."""
+    if board.qemu is None or not board.core.mpu:
+        return
+    spans = mpu_spans(board)
+    needed = sum(len(mpu.cover(s.base, s.size)) for s in spans)
+    if needed <= mpu.MAX_REGIONS:
+        return
+    what = [(opt, size) for opt, size in (("--ram", ram), ("--flash", flash)) if size is not None]
+    hints = []
+    for opt, size in what:
+        base = board.qemu.flash_base if opt == "--flash" else qemu_address(board, board.default_ram)
+        below, above = _one_region_sizes(base, size, board.stack_size if opt == "--ram" else 0)
+        hints.append(f"{opt} {below:,} or {above:,}" if below else f"{opt} {above:,}")
+    raise EdgememError(
+        f"with {' and '.join(f'{o} {s:,}' for o, s in what)}, board {board.name}'s QEMU image needs {needed} memory "
+        f"protection regions to guard exactly its flash, RAM and peripherals, and the core has {mpu.MAX_REGIONS}. "
+        f"Sizes of the form k x 2^n with k <= 8 (e.g. 96K, 320K, 1M) take one region each: try {' / '.join(hints)}."
+    )
+
+
+def _one_region_sizes(base: int, size: int, floor: int) -> tuple[int | None, int]:
+    """The largest size in (floor, size) and the smallest above `size` that cover [base, base+size) with one
+    MPU region (a power-of-two block with some eighths disabled)."""
+    candidates = sorted({k << n for k in range(1, 9) for n in range(5, 33)})
+    ok = [s for s in candidates if len(mpu.cover(base, s)) == 1]
+    below = next((s for s in reversed(ok) if floor < s < size), None)
+    return below, next(s for s in ok if s > size)

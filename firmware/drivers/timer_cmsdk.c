@@ -20,7 +20,7 @@
 #define CMSDK_INTCLEAR EM_REG(EM_TIMER_BASE + 0x0Cu)
 
 static volatile uint32_t em_timer_wraps;
-static uint64_t em_timer_origin;
+static uint32_t em_timer_origin; /* read right after the start, before any wrap: 32 bits hold it */
 
 void em_timer_irq_handler(void)
 {
@@ -53,10 +53,10 @@ void em_timer_start(void)
     em_timer_wraps = 0u;
     EM_REG(NVIC_ISER0 + 4u * ((uint32_t)(EM_TIMER_IRQ) / 32u)) = 1u << ((uint32_t)(EM_TIMER_IRQ) % 32u);
     CMSDK_CTRL = 0x1u | 0x8u; /* enable, interrupt enable */
-    em_timer_origin = em_timer_raw();
+    em_timer_origin = (uint32_t)em_timer_raw();
 }
 
 uint64_t em_timer_ticks(void)
 {
-    return em_timer_raw() - em_timer_origin;
+    return em_timer_raw() - (uint64_t)em_timer_origin;
 }

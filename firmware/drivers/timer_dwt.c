@@ -13,6 +13,8 @@
 #define DWT_CYCCNT 0xE0001004u
 #define DWT_LAR 0xE0001FB0u
 
+static struct em_wrap em_wrap;
+
 void em_timer_irq_handler(void)
 {
 }
@@ -23,10 +25,11 @@ void em_timer_start(void)
     EM_REG(DWT_LAR) = 0xC5ACCE55u; /* software unlock (Cortex-M7; no effect where there is no lock) */
     EM_REG(DWT_CYCCNT) = 0u;
     EM_REG(DWT_CTRL) |= 1u; /* CYCCNTENA */
-    em_extend32_reset();
+    em_wrap.last = 0u;
+    em_wrap.count = 0u;
 }
 
 uint64_t em_timer_ticks(void)
 {
-    return em_extend32(EM_REG(DWT_CYCCNT));
+    return em_extend32(&em_wrap, EM_REG(DWT_CYCCNT));
 }

@@ -17,6 +17,8 @@
 #define NRF_TIMER_PRESCALER 0x510u
 #define NRF_TIMER_CC0 0x540u
 
+static struct em_wrap em_wrap;
+
 static uint32_t em_nrf_origin;
 
 static uint32_t em_nrf_capture(void)
@@ -38,10 +40,11 @@ void em_timer_start(void)
     EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_CLEAR) = 1u;
     EM_REG(EM_TIMER_BASE + NRF_TIMER_TASKS_START) = 1u;
     em_nrf_origin = em_nrf_capture();
-    em_extend32_reset();
+    em_wrap.last = 0u;
+    em_wrap.count = 0u;
 }
 
 uint64_t em_timer_ticks(void)
 {
-    return em_extend32(em_nrf_capture() - em_nrf_origin);
+    return em_extend32(&em_wrap, em_nrf_capture() - em_nrf_origin);
 }
