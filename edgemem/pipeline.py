@@ -29,7 +29,7 @@ from .plan import ArenaPlan, Buffer, Pool, PlanError, check_plan, plan_arena
 from .schedule import Schedule
 from .schedule.best import best_schedule
 from .schedule.dag import Dag
-from .schedule.liveness import live_ranges
+from .schedule.liveness import arena_buffers
 from .target.image import DEVICE_DIR, check_budget, device_image, qemu_image
 from .target.toolchain import FirmwareSizes, build_firmware, render_image
 
@@ -90,11 +90,7 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
 
 
 def _buffers(graph: OpGraph, schedule: Schedule, align: int) -> list[Buffer]:
-    # Heat: how many kernels touch the tensor; the planner puts the hottest ones in fast pools.
-    return [
-        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)), alias=r.alias)
-        for r in live_ranges(graph, schedule.order)
-    ]
+    return arena_buffers(graph, schedule.order, align)  # also what the pass orchestrator measures with
 
 
 # Room left in the default region for .data/.bss (runtime buffers, kernel constants) when planning
@@ -255,7 +251,8 @@ def _orchestrate(mod, board: Board, options: BuildOptions):
     passes = [p for p in catalogue() if options.inplace or not p.name.startswith("inplace")]
     result = orchestrate(mod, passes, seed=options.opt_seed, time_budget=options.opt_seconds,
                          target_bytes=_ram_budget(board), margin=options.opt_margin, baselines=("none", "tvm_default", "fixed"),
-                         fixed_sequence=DEFAULT_SEQUENCE, measure_fn=lambda m: measure(m, board.arena_align))  # fmt: skip
+                         fixed_sequence=DEFAULT_SEQUENCE,
+                         measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds))  # fmt: skip
     report = result.report()
     report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
     return result.module, {**report, "baselines": result.baselines}

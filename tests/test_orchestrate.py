@@ -297,3 +297,13 @@ def test_build_runs_the_orchestrator_and_reports_it(tmp_path):
     fixed = pipeline.build(path, "stm32f746", tmp_path / "fixed", pipeline.BuildOptions(compile=False, opt_seconds=0))
     assert [s["pass"] for s in fixed.info["passes"]["sequence"]] == list(DEFAULT_SEQUENCE)
     assert fixed.info["arena_bytes"] == 69_092 and fixed.info["pass_baselines"] == {}
+
+
+def test_the_search_measures_what_the_build_then_plans(tmp_path):
+    """The orchestrator's figure for the module it hands over is the build's own arena: both come from one
+    measure (catalogue.evaluate = best_schedule + schedule.liveness.arena_buffers + plan_arena, with the
+    build's scheduling budget)."""
+    from edgemem import pipeline
+
+    result = pipeline.build(_model("mlperf_kws_dscnn_int8"), "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False, opt_seconds=2.0))
+    assert result.info["passes"]["arena_bytes"] == result.info["arena_bytes"] == result.plan.total_bytes
