@@ -15,9 +15,9 @@ def greedy(search) -> tuple:
         best = None
         for name in search.pass_names:
             after = search.step(state, name)
-            if after is not None and objective(after.figures) < objective(state.figures):
-                if best is None or objective(after.figures) < objective(best.figures):
-                    best = after
+            better = after is not None and objective(after.figures) < objective(state.figures)
+            if better and (best is None or objective(after.figures) < objective(best.figures)):
+                best = after
         if best is None:
             return state, steps
         state = best

@@ -18,7 +18,12 @@ from edgemem.errors import EdgememError, ToolchainError
 
 BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
 
-_TIMER_KINDS = ("cmsdk", "stm32_tim_pair", "nrf51")
+# Peripheral kinds a board file may name; each is one driver file, firmware/drivers/timer_<kind>.c or
+# uart_<kind>.c (tests/test_image.py checks the two lists agree).
+QEMU_TIMERS = ("cmsdk", "stm32_tim_pair", "nrf51")  # [qemu.timer] kind
+QEMU_UARTS = ("cmsdk", "stm32_usart", "nrf51")  # [qemu.uart] kind
+DEVICE_UARTS = ("stm32_usart", "stm32_usart_v2", "nrf51")  # [device] uart
+DEVICE_TICKS = ("dwt",)  # [device] ticks
 _SPEEDS = ("fast", "normal")
 FLASH_TOOLS = ("openocd", "st-flash", "pyocd")  # flashers edgemem knows how to drive
 
@@ -207,15 +212,12 @@ def load_board(name_or_path: str | Path) -> Board:
         raise EdgememError(f"board file {path}: {e}") from e
 
 
-_UART_KINDS = ("cmsdk", "stm32_usart", "nrf51")
-
-
 def _uart(d: dict | None) -> QemuUart | None:
     if d is None:
         return None
     kind = str(_need(d, "kind", "[qemu.uart]"))
-    if kind not in _UART_KINDS:
-        raise ValueError(f"[qemu.uart] kind must be one of {_UART_KINDS}, got {kind!r}")
+    if kind not in QEMU_UARTS:
+        raise ValueError(f"[qemu.uart] kind must be one of {QEMU_UARTS}, got {kind!r}")
     return QemuUart(kind, _int(d, "base", "[qemu.uart]"))
 
 
@@ -277,8 +279,8 @@ def _parse(data: dict, path: Path) -> Board:
 def _parse_qemu(q: dict, core: Core) -> QemuConfig:
     td = _need(q, "timer", "[qemu]")
     kind = str(_need(td, "kind", "[qemu.timer]"))
-    if kind not in _TIMER_KINDS:
-        raise ValueError(f"[qemu.timer] kind must be one of {_TIMER_KINDS}, got {kind!r}")
+    if kind not in QEMU_TIMERS:
+        raise ValueError(f"[qemu.timer] kind must be one of {QEMU_TIMERS}, got {kind!r}")
     timer = QemuTimer(
         kind=kind,
         base=_int(td, "base", "[qemu.timer]"),
@@ -337,18 +339,14 @@ def _parse_flasher(d: dict | None, flash: MemoryRegion) -> FlasherConfig | None:
     )
 
 
-_DEVICE_UARTS = ("stm32_usart", "stm32_usart_v2", "nrf51")
-_DEVICE_TICKS = ("dwt",)
-
-
 def _parse_device(d: dict | None, core: Core) -> DeviceConfig | None:
     if d is None:
         return None
     uart, ticks = str(_need(d, "uart", "[device]")), str(_need(d, "ticks", "[device]"))
-    if uart not in _DEVICE_UARTS:
-        raise ValueError(f"[device] uart must be one of {_DEVICE_UARTS}, got {uart!r}")
-    if ticks not in _DEVICE_TICKS:
-        raise ValueError(f"[device] ticks must be one of {_DEVICE_TICKS}, got {ticks!r}")
+    if uart not in DEVICE_UARTS:
+        raise ValueError(f"[device] uart must be one of {DEVICE_UARTS}, got {uart!r}")
+    if ticks not in DEVICE_TICKS:
+        raise ValueError(f"[device] ticks must be one of {DEVICE_TICKS}, got {ticks!r}")
     if ticks == "dwt" and core.cpu in ("cortex-m0", "cortex-m0plus", "cortex-m23"):
         raise ValueError(f"[device] ticks = 'dwt' needs a Cortex-M3/M4/M7 cycle counter; {core.cpu} has none")
     if uart.startswith("stm32") and "uart_brr" not in d:

@@ -7,11 +7,12 @@ MPU cannot express are refused where the option enters, with sizes that do work.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
 from edgemem import pipeline
-from edgemem.board import _DEVICE_TICKS, _DEVICE_UARTS, _TIMER_KINDS, _UART_KINDS, list_boards, load_board
+from edgemem.board import DEVICE_TICKS, DEVICE_UARTS, QEMU_TIMERS, QEMU_UARTS, list_boards, load_board
 from edgemem.errors import EdgememError
 from edgemem.target import image, mpu
 from edgemem.target.toolchain import DRIVERS_DIR, render_image
@@ -58,8 +59,10 @@ def test_mpu_cover_takes_one_region_for_k_times_a_power_of_two():
 
 def test_every_board_kind_has_exactly_one_driver_file():
     drivers = {p.name for p in DRIVERS_DIR.glob("*.c")}
-    kinds = {f"timer_{k}.c" for k in (*_TIMER_KINDS, *_DEVICE_TICKS)} | {f"uart_{k}.c" for k in (*_UART_KINDS, *_DEVICE_UARTS)}
+    kinds = {f"timer_{k}.c" for k in (*QEMU_TIMERS, *DEVICE_TICKS)} | {f"uart_{k}.c" for k in (*QEMU_UARTS, *DEVICE_UARTS)}
     assert drivers == kinds | {"host_semihosting.c", "host_serial.c"}
+    runtime = (DRIVERS_DIR.parent / "em_runtime.c").read_text()
+    assert not re.search(r"EM_(UART|TIMER)_(CMSDK|STM32|NRF|DWT)", runtime), "a driver choice left in em_runtime.c"
 
 
 @pytest.mark.parametrize("name", [b for b in list_boards() if load_board(b).qemu is not None or load_board(b).device])

@@ -70,7 +70,7 @@ class EffectTable:
         c[0] += 1
         c[1] += ratio
 
-    def merged(self, other: "EffectTable") -> "EffectTable":
+    def merged(self, other: EffectTable) -> EffectTable:
         out = EffectTable.from_json(self.to_json())
         for q, (seen, hits) in other.root.items():
             c = out.root.setdefault(q, [0, 0])
@@ -94,14 +94,14 @@ class EffectTable:
                 "gain": {p: [n, round(total, 6)] for p, (n, total) in self.gain.items()}}  # fmt: skip
 
     @classmethod
-    def from_json(cls, data: dict) -> "EffectTable":
+    def from_json(cls, data: dict) -> EffectTable:
         return cls(root={q: list(c) for q, c in data.get("root", {}).items()},
                    after={p: {q: list(c) for q, c in row.items()} for p, row in data.get("after", {}).items()},
                    gain={p: list(c) for p, c in data.get("gain", {}).items()},
                    models=list(data.get("models", [])))  # fmt: skip
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "EffectTable":
+    def load(cls, path: str | Path | None = None) -> EffectTable:
         """The table shipped in the package (or the file at ``path``); empty when there is none."""
         if path is not None:
             source = Path(path)

@@ -76,7 +76,8 @@ def render_image(image: Image, project_dir: str | Path, *, stack_size: int | Non
     """Write one image's firmware project into ``project_dir / image.subdir``: linker.ld, the Makefile, the
     runtime C with the image's platform drivers, board_init.c for a board image, and `sources` (the model's
     C; the caller writes it when None). Returns the paths written."""
-    from edgemem.target.qemu import qemu_args  # local import: qemu.py does not need this module
+    # a local import: qemu.py does not need this module
+    from edgemem.target.qemu import qemu_args
 
     board = image.board
     directory = Path(project_dir) / image.subdir
