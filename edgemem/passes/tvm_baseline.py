@@ -17,7 +17,7 @@ def tvm_default_baseline(mod, measure_fn) -> dict:
     import tvm
     from tvm import relax
 
-    from .tvm_fusion import _scratch_bytes
+    from ..codegen.kernels_c import allocation_bytes
 
     target = tvm.target.Target({"kind": "c"})
     try:
@@ -29,7 +29,7 @@ def tvm_default_baseline(mod, measure_fn) -> dict:
         return {"arena_bytes": None, "reason": f"n/a: TVM's default pipeline fails on the lowered module ({type(exc).__name__}: {last})"}
     fused = {gv.name_hint: f for gv, f in graph_part.functions.items()
              if isinstance(f, tvm.tirx.PrimFunc) and "edgemem.op" not in (f.attrs or {})}  # fmt: skip
-    scratch = max(_scratch_bytes(fused).values(), default=0) if fused else 0
+    scratch = max(allocation_bytes(fused).values(), default=0) if fused else 0
     figures = measure_fn(graph_part)
     figures["macs"] = measure_fn(mod)["macs"]  # fusion moves MACs, never changes them (fused kernels carry no count)
     return {**figures, "arena_bytes": figures["arena_bytes"] + scratch, "planned_arena_bytes": figures["arena_bytes"],
