@@ -29,8 +29,9 @@ from .plan import ArenaPlan, Buffer, Pool, PlanError, check_plan, plan_arena
 from .schedule import Schedule
 from .schedule.best import best_schedule
 from .schedule.dag import Dag
-from .schedule.liveness import live_ranges
-from .target.toolchain import DEVICE_DIR, FirmwareSizes, build_firmware, render_device_files, render_firmware_files
+from .schedule.liveness import arena_buffers
+from .target.image import DEVICE_DIR, check_budget, device_image, qemu_image
+from .target.toolchain import FirmwareSizes, build_firmware, render_image
 
 BUILD_INFO = "edgemem.json"  # what `run` needs to know about a build, next to the sources
 
@@ -84,15 +85,12 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
     if ram is not None:
         region = dataclasses.replace(board.default_ram, size=ram, default=True)
         board = dataclasses.replace(board, ram=(region,))
+    check_budget(board, ram, flash)  # the MPU map of the image must express them too
     return board
 
 
 def _buffers(graph: OpGraph, schedule: Schedule, align: int) -> list[Buffer]:
-    # Heat: how many kernels touch the tensor; the planner puts the hottest ones in fast pools.
-    return [
-        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)), alias=r.alias)
-        for r in live_ranges(graph, schedule.order)
-    ]
+    return arena_buffers(graph, schedule.order, align)  # also what the pass orchestrator measures with
 
 
 # Room left in the default region for .data/.bss (runtime buffers, kernel constants) when planning
@@ -102,8 +100,7 @@ _STATIC_RESERVE = 1024
 
 def _ram_budget(board: Board) -> int:
     """Bytes the default RAM region offers to data, bss and the arena once the stack is reserved."""
-    region = next(r for r in board.link_regions() if r.default)
-    return region.length - board.stack_size
+    return qemu_image(board).default_region.length - board.stack_size
 
 
 def _pools(board: Board, per_region: bool) -> list[Pool]:
@@ -254,7 +251,8 @@ def _orchestrate(mod, board: Board, options: BuildOptions):
     passes = [p for p in catalogue() if options.inplace or not p.name.startswith("inplace")]
     result = orchestrate(mod, passes, seed=options.opt_seed, time_budget=options.opt_seconds,
                          target_bytes=_ram_budget(board), margin=options.opt_margin, baselines=("none", "tvm_default", "fixed"),
-                         fixed_sequence=DEFAULT_SEQUENCE, measure_fn=lambda m: measure(m, board.arena_align))  # fmt: skip
+                         fixed_sequence=DEFAULT_SEQUENCE,
+                         measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds))  # fmt: skip
     report = result.report()
     report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
     return result.module, {**report, "baselines": result.baselines}
@@ -342,11 +340,14 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
         for name, text in sources.items():
             if name != "profile_inputs.c" or options.profile:
                 (project / name).write_text(text)
-        render_firmware_files(board, project, split_regions=options.pool_per_region, profile=options.profile)
+        render_image(qemu_image(board, split_regions=options.pool_per_region, profile=options.profile), project)
         write_library(project, sources, board, model.path.name)
         if options.compile:
             result.sizes = _link(project, board, plan)
-        device_sizes = _link_device(project, board, plan, sources) if board.device is not None and options.compile else None
+        device_sizes = None
+        if board.device is not None and options.compile:  # the real board's image: same model and plan, own addresses
+            render_image(device_image(board), project, sources=sources)
+            device_sizes = _link(project / DEVICE_DIR, board, plan)
         result.info = build_info(result, model, schedulers, stack_estimate=_stack_estimate(project, graph),
                                  seconds=time.perf_counter() - t0)  # fmt: skip
         result.info["pass_baselines"] = passes_report.pop("baselines", {})
@@ -399,12 +400,6 @@ def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
                 f"its {board.flash_bytes:,} B of flash. Linker said:\n{e}"
             ) from e
         raise
-
-
-def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict) -> FirmwareSizes:
-    """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
-    cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads)."""
-    return _link(render_device_files(board, project, sources), board, plan)
 
 
 def _tensor_json(info, graph: OpGraph, name: str) -> dict:
