@@ -48,6 +48,13 @@ def _size(text: Optional[str]) -> Optional[int]:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _stack(text: Optional[str]):
+    """--stack: "auto" or a size with its unit (4K, 8192)."""
+    if text is None or text.strip().lower() == "auto":
+        return None if text is None else "auto"
+    return _size(text)
+
+
 def _kib(n: int | None) -> str:
     return "-" if n is None else f"{n:,} B ({n / 1024:.1f} KiB)"
 
@@ -61,7 +68,10 @@ def _print_build(info: dict) -> None:
     t.add_row("operator orders tried", ", ".join(f"{k} {v:,} B" for k, v in info["schedulers_tried"].items()))
     if info.get("passes"):
         t.add_row("memory passes", _passes_line(info["passes"], info.get("pass_baselines", {})))
-    t.add_row("stack", f"{_kib(info['stack_reserved_bytes'])} reserved, ~{info['stack_estimate_bytes']:,} B estimated")
+    st = info.get("stack")
+    bound = (f"bound {st['bound_bytes']:,} B (call graph) + margin {st['margin_bytes']:,} B" if st and st["auto"]
+             else f"call-graph bound {info['stack_estimate_bytes']:,} B")  # fmt: skip
+    t.add_row("stack", f"{_kib(info['stack_reserved_bytes'])} reserved{' (auto)' if st and st['auto'] else ''}, {bound}")
     state = f", of which model state kept across runs {info['state_bytes']:,} B" if info.get("state_bytes") else ""
     t.add_row("static RAM (.data+.bss)", _kib(info.get("static_ram_bytes")) + state)
     t.add_row("total RAM", f"{_kib(info.get('total_ram_bytes'))} of {_kib(info['board_ram_bytes'])}")
@@ -138,6 +148,7 @@ def build(
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
+    stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="Reserved stack: a size (4K, 8192) or auto (the call graph's bound + a margin); default the board's."),
     dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
@@ -152,7 +163,7 @@ def build(
             return
         result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                                                         schedule_seconds=schedule_time, profile=profile,
-                                                                        opt_seconds=opt_time, passes=_pass_names(passes)))
+                                                                        opt_seconds=opt_time, passes=_pass_names(passes), stack=stack))
         res = None
         if run_it:
             from . import profiling

@@ -99,14 +99,8 @@ def render_firmware_files(
 
     project = Path(project_dir)
     project.mkdir(parents=True, exist_ok=True)
-    stack = board.stack_size if stack_size is None else int(stack_size)
-    if stack <= 0 or stack % 8:
-        raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
     env = _env()
-    written = []
-    linker = env.get_template("linker.ld.j2").render(**_linker_context(board, stack, split_regions))
-    (project / "linker.ld").write_text(linker)
-    written.append(project / "linker.ld")
+    written = [render_linker_script(board, project, stack_size=stack_size, split_regions=split_regions)]
     makefile = env.get_template("Makefile.j2").render(
         board=board,
         cpu_flags=board.core.gcc_flags,
@@ -117,6 +111,18 @@ def render_firmware_files(
     (project / "Makefile").write_text(makefile)
     written.append(project / "Makefile")
     return written + _copy_runtime(project)
+
+
+def render_linker_script(board: Board, project_dir: str | Path, *, stack_size: int | None = None,
+                         split_regions: bool = False) -> Path:
+    """linker.ld for the QEMU image, with ``stack_size`` bytes of stack (default the board's); written again by
+    ``--stack auto`` once the call graph has bounded the stack (make then only relinks)."""
+    stack = board.stack_size if stack_size is None else int(stack_size)
+    if stack <= 0 or stack % 8:
+        raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
+    path = Path(project_dir) / "linker.ld"
+    path.write_text(_env().get_template("linker.ld.j2").render(**_linker_context(board, stack, split_regions)))
+    return path
 
 
 DEVICE_DIR = "board"  # the real board's image is built in this subdirectory of the project
