@@ -257,16 +257,24 @@ def analyze(
     board: str = typer.Option("stm32f746", "--board", "-b", help="Board name (see `edgemem boards`) or a board .toml."),
     ram: Optional[int] = typer.Option(None, "--ram", parser=_size, metavar="SIZE", help="Judge against this much RAM instead of the board's (320K, 1M, bytes)."),
     flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Judge against this much flash instead of the board's."),
+    pool_per_region: bool = typer.Option(False, "--pool-per-region", help="As `build --pool-per-region`."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", help="As `build --schedule-time`."),
+    opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
+    passes: Optional[str] = typer.Option(None, "--passes", help="As `build --passes`."),
+    stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="As `build --stack` (auto: judged with the board's reservation)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
 ) -> None:
     """What the model needs and whether it fits the board, from the file alone (no toolchain, no QEMU): per
-    operator MACs, weights and live bytes; every operator edgemem lacks; the RAM floor and a plan next to the
-    board's RAM; the largest value of a symbolic dimension that fits. Exit 4 if an operator is unsupported, 5 if
-    the model cannot fit, else 0."""
+    operator MACs, weights and live bytes; every operator edgemem lacks; the arena `build` plans with the same
+    options, the RAM floor, next to the board's RAM; the largest value of a symbolic dimension that fits. Exit 4
+    if an operator is unsupported, 5 if the model cannot fit, else 0."""
     try:
         from .analyze import analyze as run_analysis
+        from .pipeline import BuildOptions
 
-        a = run_analysis(model, board, ram, flash)
+        options = BuildOptions(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
+                               passes=_pass_names(passes), stack=stack)  # fmt: skip
+        a = run_analysis(model, board, ram, flash, options)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
         return
@@ -281,7 +289,8 @@ def analyze(
 
 
 def _print_analysis(a) -> None:
-    t = Table("#", "operator", "type", "output", "MACs", "weights", "live (file order)", title=f"{Path(a.model).name}: operators")
+    t = Table("#", "operator", "type", "output", "MACs", "weights", "live", title=f"{Path(a.model).name}: operators",
+              caption="live: activation bytes at the operator's step, file order")  # fmt: skip
     peak = max((r.live_bytes for r in a.operators), default=0)
     for r in a.operators:
         name = r.name if r.supported else f"[red]{r.name} (no kernel)[/]"
@@ -290,9 +299,11 @@ def _print_analysis(a) -> None:
                   f"{r.weight_bytes:,}", live)  # fmt: skip
     out.print(t)
     s = Table(title=f"{Path(a.model).name} on {a.board}", show_header=False)
-    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or placement uses less)")
-    s.add_row("arena, file order", f"{a.file_order_arena_bytes:,} B (a plan the build reaches at worst)")
-    s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,}-byte stack)")
+    arena = "no placement fits" if a.arena_bytes is None else f"{a.arena_bytes:,} B"
+    s.add_row("arena (as build)", f"{arena}: {a.scheduler} order, {a.planner or '-'}; passes {', '.join(a.passes_modeled) or 'none'}")
+    s.add_row("lower bound", f"{a.lower_bound_bytes:,} B (that order's peak live bytes)")
+    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower)")
+    s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)")
     s.add_row("weights (flash)", f"{a.weights_bytes:,} B of {a.board_flash_bytes:,} B")
     s.add_row("MACs", f"{a.macs:,}")
     if a.symbolic:
