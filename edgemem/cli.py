@@ -289,8 +289,15 @@ def analyze(
 
 
 def _print_analysis(a) -> None:
+    from rich import box
+
     t = Table("#", "operator", "type", "output", "MACs", "weights", "live", title=f"{Path(a.model).name}: operators",
-              caption="live: activation bytes at the operator's step, file order")  # fmt: skip
+              caption="live: activation bytes at the operator's step, file order", box=box.SIMPLE_HEAD,
+              pad_edge=False)  # fmt: skip
+    for column in t.columns[:2]:
+        column.no_wrap = True
+    for column in t.columns[4:]:
+        column.justify = "right"
     peak = max((r.live_bytes for r in a.operators), default=0)
     for r in a.operators:
         name = r.name if r.supported else f"[red]{r.name} (no kernel)[/]"
@@ -447,21 +454,40 @@ def _print_validation(report: dict) -> None:
               f"matching[/], max |diff| {report['max_abs_diff']}", highlight=False)  # fmt: skip
 
 
+def _size_short(n: int) -> str:
+    """A memory size in 5 characters or fewer: 16K, 320K, 1M, 8512K."""
+    return f"{n >> 20}M" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10}K" if n % 1024 == 0 else f"{n:,}"
+
+
+def _core_short(core) -> str:
+    """cortex-m7 with an FPU -> M7F, cortex-m0plus -> M0+."""
+    name = core.cpu.removeprefix("cortex-").upper().replace("PLUS", "+")
+    return name + ("F" if core.has_fpu else "")
+
+
 @app.command()
 def boards() -> None:
     """List the boards edgemem knows, with their RAM, flash, QEMU stand-in and real-board image (serial port, ticks)."""
+    from rich import box
+
     from .board import list_boards, load_board
 
-    t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", "RAM regions")
-    for column in (0, 4):
-        t.columns[column].no_wrap = True
+    compact = {"box": box.SIMPLE_HEAD, "pad_edge": False}  # no vertical rules: one line per board in 80 columns
+    t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", title="boards", **compact)
+    r = Table("board", "RAM regions (fast: hot tensors first with --pool-per-region)", **compact)
+    for column in t.columns:
+        column.no_wrap = True
+    for column in t.columns[2:4]:
+        column.justify = "right"
+    r.columns[0].no_wrap = True
     for name in list_boards():
         b = load_board(name)
-        regions = ", ".join(f"{r.name} {r.size // 1024}K{' fast' if r.speed == 'fast' else ''}" for r in b.ram)
         image = f"{b.device.uart}, {b.device.ticks}" if b.device else "-"
-        t.add_row(name, b.core.cpu + ("F" if b.core.has_fpu else ""), f"{b.ram_bytes // 1024} KiB",
-                  f"{b.flash_bytes // 1024} KiB", b.qemu.machine if b.qemu else "none yet", image, regions)  # fmt: skip
+        t.add_row(name, _core_short(b.core), _size_short(b.ram_bytes), _size_short(b.flash_bytes),
+                  b.qemu.machine if b.qemu else "none yet", image)  # fmt: skip
+        r.add_row(name, ", ".join(f"{x.name} {_size_short(x.size)}{' fast' if x.speed == 'fast' else ''}" for x in b.ram))
     out.print(t)
+    out.print(r)
 
 
 if __name__ == "__main__":  # pragma: no cover
