@@ -151,7 +151,8 @@ def _schedule(graph: OpGraph, board: Board, seconds: float) -> tuple[Schedule, d
     """The lowest-peak operator order the schedulers find within the time budget, and each one's peak."""
     order, peak, report = best_schedule(Dag.from_graph(graph, board.arena_align), seconds)
     tried = {name: r["peak"] for name, r in report.items() if isinstance(r, dict)}
-    return Schedule(order, peak, report["best"]), tried
+    orders = {name: r["order"] for name, r in report.items() if isinstance(r, dict)}  # report.html's curves
+    return Schedule(order, peak, report["best"], orders), tried
 
 
 def floor_passes(options: BuildOptions) -> tuple[str, ...]:
