@@ -51,6 +51,7 @@ class Analysis:
     planner: str
     passes_modeled: list[str]  # the memory passes whose storage effects the arena counts
     plan_note: str  # how the figure relates to the build's (passes not modeled)
+    arena_exact: bool  # False: float operators TVM's FuseOps may fuse while lowering (not modeled)
     ram_floor_bytes: int  # no order or placement uses less (whatever the memory passes remove)
     ram_floor_operator: int
     file_order_arena_bytes: int  # the file's order, cheap placements, no pass
@@ -147,12 +148,13 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     names = op_names(model)
     missing = unsupported_operators(model, names)
     missing_at = {u.index for u in missing}
-    _, folded = fold_model(model)
+    folded_values, folded = fold_model(model)
+    constants = frozenset(folded_values)  # outputs of operators evaluated at import: constants, not RAM
 
     def shape_of(t: int) -> list[int]:
         return indices(sg.Tensors(t).ShapeAsNumpy())
 
-    mm = from_tflite(model, 1, folded=folded)
+    mm = from_tflite(model, 1, folded=folded, constants=constants)
     live = mm.curve(list(range(mm.n)))
     live_at = {i: int(live[v]) for v, i in enumerate(mm.op_index)}
     rows, weights_seen = [], set()
@@ -174,7 +176,12 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     floor, floor_op = operator_floor_bytes(model, capabilities=floor_capabilities(every_pass, model))
     file_bytes, _ = _file_order_plan(model, board.arena_align)
     budget = _ram_budget(board)
-    plan = build_plan(model, folded, board, options)
+    plan = build_plan(model, folded, constants, board, options)
+    floats = sorted({r.name for r in rows if r.operand_type == "float32" and r.name not in ("QUANTIZE", "DEQUANTIZE")
+                     and r.index not in folded})  # fmt: skip
+    if floats:
+        plan["note"] += (f"; float operators ({', '.join(floats)}): lowering fuses float chains with TVM's FuseOps, "
+                         "which this figure does not model, so the build's arena may differ")  # fmt: skip
     weights = sum(r.weight_bytes for r in rows)
     fits = plan["arena_bytes"] is not None and plan["arena_bytes"] <= budget
     verdict = "fits" if fits else ("may fit" if floor <= budget and plan["unmodeled"] else "does not fit")
@@ -184,7 +191,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         model=str(path), board=board.name, operators=rows, unsupported=[u.label() for u in missing],
         arena_bytes=plan["arena_bytes"], arena_pools=plan["arena_pools"], lower_bound_bytes=plan["lower_bound_bytes"],
         scheduler=plan["scheduler"], schedulers_tried=plan["schedulers_tried"], planner=plan["planner"],
-        passes_modeled=plan["passes"], plan_note=plan["note"],
+        passes_modeled=plan["passes"], plan_note=plan["note"], arena_exact=not floats,
         ram_floor_bytes=floor, ram_floor_operator=floor_op, file_order_arena_bytes=file_bytes, ram_budget_bytes=budget,
         stack_bytes=board.stack_size, board_ram_bytes=board.ram_bytes, weights_bytes=weights,
         board_flash_bytes=board.flash_bytes, macs=sum(r.macs for r in rows), verdict=verdict,
@@ -207,6 +214,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
 
 _MODELED = ("fold_pad", "inplace_depthwise", "inplace_elementwise")
 _ELEMENTWISE = ("QUANTIZE", "ADD", "MUL")
+_SPLITS = ("SPLIT", "SPLIT_V", "UNPACK")
 _INT8, _INT16 = 9, 7  # TFLite tensor types
 
 
@@ -238,16 +246,16 @@ def _pad_amounts(model, op) -> list[list[int]] | None:
     return np.frombuffer(buf.DataAsNumpy().tobytes(), dtype=dtype).reshape(-1, 2).tolist()
 
 
-def modeled_memory(model, folded, align: int, passes=_MODELED):
+def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozenset()):
     """The storage model of the lowered graph after ``passes`` (the fixed sequence by default), read from the
     flatbuffer: returns (MemoryModel, notes). Sizes unaligned when ``align`` is 1, as the planner's buffers."""
     from .kernels.conv16 import MAX_INPLACE_DELAY16
     from .kernels.int8_ops import depthwise_inplace_delay
-    from .memory import MemoryModel, Storage, from_tflite
+    from .memory import MemOp, MemoryModel, Storage, from_tflite
     from .memory.adapters import aligned
 
     sg = model.Subgraphs(0)
-    mm = from_tflite(model, align, folded=folded)
+    mm = from_tflite(model, align, folded=folded, constants=constants)
     tensor_of = mm.tensor_of  # storage name -> tflite tensor
     fop = {v: sg.Operators(i) for v, i in enumerate(mm.op_index)}
 
@@ -340,19 +348,33 @@ def modeled_memory(model, folded, align: int, passes=_MODELED):
                 if same and wide_enough and x.readers == [v] and not x.pinned:
                     mm.storages[op.writes[0]].alias = name
                     break
-    keep = [v for v in range(mm.n) if v not in removed]
-    index = {v: k for k, v in enumerate(keep)}
+    # SPLIT/SPLIT_V/UNPACK: lowering makes one strided-slice kernel per part (passes/split_slices.py)
+    new_ops, index, op_index = [], {}, []
+    producer: dict[str, int] = {}
+    for v in range(mm.n):
+        if v in removed:
+            continue
+        op = mm.ops[v]
+        parts = [[w] for w in op.writes] if op.kind in _SPLITS and len(op.writes) > 1 else [op.writes]
+        index[v] = []
+        for writes in parts:
+            index[v].append(len(new_ops))
+            for w in writes:
+                producer[w] = len(new_ops)
+            new_ops.append(MemOp(op.name, op.kind, list(op.reads), list(writes), []))
+            op_index.append(mm.op_index[v])
     storages = {}
-    for s in mm.storages.values():
-        storages[s.name] = Storage(s.name, s.size, None if s.producer is None else index[s.producer],
-                                   [index[r] for r in s.readers if r in index], s.pinned, s.temp, s.alias)  # fmt: skip
+    for st in mm.storages.values():
+        readers = [k for r in st.readers if r in index for k in index[r]]
+        storages[st.name] = Storage(st.name, st.size, producer.get(st.name) if st.producer is not None else None,
+                                    readers, st.pinned, st.temp, st.alias)  # fmt: skip
     for v, size in workspaces.items():
         name = f"{mm.ops[v].name}#{v}:workspace"
-        storages[name] = Storage(name, aligned(size, align), index[v], [], temp=True)
-        mm.ops[v].writes.append(name)
-    ops = [mm.ops[v] for v in keep]
-    out = MemoryModel(ops, storages, mm.views, mm.states)
-    out.op_index = [mm.op_index[v] for v in keep]
+        k = index[v][0]
+        storages[name] = Storage(name, aligned(size, align), k, [], temp=True)
+        new_ops[k].writes.append(name)
+    out = MemoryModel(new_ops, storages, mm.views, mm.states)
+    out.op_index = op_index
     out.tensor_of = tensor_of
     return out
 
@@ -363,7 +385,7 @@ def _itemsize(t) -> int:
     return _ITEMSIZE.get(t.Type(), 4)
 
 
-def build_plan(model, folded, board, options) -> dict:
+def build_plan(model, folded, constants, board, options) -> dict:
     """The build's schedule and arena plan (pipeline._schedule, pipeline._plan's placements and pools) on the
     storage model the memory passes of ``options`` leave, without lowering."""
     from .memory import MemoryModel, Storage
@@ -382,7 +404,7 @@ def build_plan(model, folded, board, options) -> dict:
                 "unless another is smaller" if options.opt_seconds > 0 else "the fixed pass sequence")  # fmt: skip
     modeled = [p for p in wanted if p in _MODELED]
     unmodeled = [p for p in (wanted if options.passes is not None else floor_passes(options)) if p not in _MODELED]
-    mm = modeled_memory(model, folded, 1, tuple(modeled))
+    mm = modeled_memory(model, folded, 1, tuple(modeled), constants)
     al = MemoryModel(mm.ops, {k: Storage(s.name, aligned(s.size, board.arena_align), s.producer, list(s.readers),
                                          s.pinned, s.temp, s.alias) for k, s in mm.storages.items()},
                      mm.views, mm.states)  # fmt: skip

@@ -307,7 +307,10 @@ def _print_analysis(a) -> None:
     out.print(t)
     s = Table(title=f"{Path(a.model).name} on {a.board}", show_header=False)
     arena = "no placement fits" if a.arena_bytes is None else f"{a.arena_bytes:,} B"
-    s.add_row("arena (as build)", f"{arena}: {a.scheduler} order, {a.planner or '-'}; passes {', '.join(a.passes_modeled) or 'none'}")
+    s.add_row("arena (as build)" if a.arena_exact else "arena (estimate)",
+              f"{arena}: {a.scheduler} order, {a.planner or '-'}; passes {', '.join(a.passes_modeled) or 'none'}")
+    if not a.arena_exact:
+        s.add_row("", a.plan_note.rsplit("; ", 1)[-1])
     s.add_row("lower bound", f"{a.lower_bound_bytes:,} B (that order's peak live bytes)")
     s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower)")
     s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)")
