@@ -207,10 +207,12 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
 # vanishes, which output is written over which dying input, which kernel needs a workspace. So analyze
 # builds the storage model from the flatbuffer (memory.from_tflite, as the early floor does), applies the
 # fixed pass sequence's storage effects with the conditions the passes check (passes/fold_pad.py,
-# passes/inplace.py), and then runs the build's own schedulers and planner on it. The result is the arena
+# passes/inplace.py) and lowering's own reshaping of the graph (a SPLIT becomes one kernel per part), and then
+# runs the build's own schedulers and planner on it. The result is the arena
 # of `build --opt-time 0` (the fixed sequence); the orchestrator's result is never larger (it starts from
 # that sequence), and equal on every shared model (benchmarks/analyze.md). Passes the model does not
-# reproduce (concat_inplace, fold_dequantize, TVM's fusion) are named in ``Analysis.plan_note``.
+# reproduce (concat_inplace, fold_dequantize, TVM's fusion) are named in ``Analysis.plan_note``; float
+# operators, which lowering may fuse with TVM's FuseOps, make the figure an estimate (``arena_exact``).
 
 _MODELED = ("fold_pad", "inplace_depthwise", "inplace_elementwise")
 _ELEMENTWISE = ("QUANTIZE", "ADD", "MUL")
@@ -218,7 +220,7 @@ _SPLITS = ("SPLIT", "SPLIT_V", "UNPACK")
 _INT8, _INT16 = 9, 7  # TFLite tensor types
 
 
-def _conv_padding(op, kind: str, x_shape, w_shape, out_shape) -> tuple[list[int], list[int], list[int]]:
+def _conv_padding(op, x_shape, w_shape, out_shape) -> tuple[list[int], list[int], list[int]]:
     """(stride, dilation, [top, left]) of a TFLite DEPTHWISE_CONV_2D, padding as TFLite's SAME computes it."""
     import tflite
 
@@ -248,7 +250,8 @@ def _pad_amounts(model, op) -> list[list[int]] | None:
 
 def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozenset()):
     """The storage model of the lowered graph after ``passes`` (the fixed sequence by default), read from the
-    flatbuffer: returns (MemoryModel, notes). Sizes unaligned when ``align`` is 1, as the planner's buffers."""
+    flatbuffer (``folded``/``constants``: frontend/fold.py's operators evaluated at import and their outputs).
+    Sizes unaligned when ``align`` is 1, as the planner's buffers count them."""
     from .kernels.conv16 import MAX_INPLACE_DELAY16
     from .kernels.int8_ops import depthwise_inplace_delay
     from .memory import MemOp, MemoryModel, Storage, from_tflite
@@ -324,7 +327,7 @@ def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozens
             if tensor(t_x).Type() not in (_INT8, _INT16) or len(xs) != 4 or xs[0] != 1 or ws[3] != xs[3] \
                     or int(np.prod(os_)) > int(np.prod(xs)) or x.readers != [v] or x.pinned:  # fmt: skip
                 continue
-            stride, dil, pad = _conv_padding(fop[v], op.kind, shape(t_in), ws, os_)
+            stride, dil, pad = _conv_padding(fop[v], shape(t_in), ws, os_)
             extra = conv_pad.get(v, [0, 0])
             delay = depthwise_inplace_delay(xs, ws[1:], stride, dil, [pad[0] + extra[0], pad[1] + extra[1]], os_)
             if wide and not 1 <= delay <= MAX_INPLACE_DELAY16:
