@@ -65,7 +65,7 @@ def _print_build(info: dict) -> None:
     for pool, size in info["arena_pools"].items():
         t.add_row(f"  pool {pool}", _kib(size))
     t.add_row("lower bound", _kib(info["lower_bound_bytes"]) + f"  ({info['scheduler']} order)")
-    t.add_row("operator orders tried", ", ".join(f"{k} {v:,} B" for k, v in info["schedulers_tried"].items()))
+    t.add_row("operator orders tried", ", ".join(f"{k}\u00a0{v:,}\u00a0B" for k, v in info["schedulers_tried"].items()))  # no break inside
     if info.get("passes"):
         t.add_row("memory passes", _passes_line(info["passes"], info.get("pass_baselines", {})))
     st = info.get("stack")
