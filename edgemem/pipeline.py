@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -31,7 +30,7 @@ from .schedule.best import best_schedule
 from .schedule.dag import Dag
 from .schedule.liveness import arena_buffers
 from .target.image import DEVICE_DIR, check_budget, device_image, qemu_image
-from .target.toolchain import FirmwareSizes, build_firmware, render_image
+from .target.toolchain import FirmwareSizes, build_firmware, render_image, render_linker_script
 
 BUILD_INFO = "edgemem.json"  # what `run` needs to know about a build, next to the sources
 
@@ -51,6 +50,7 @@ class BuildOptions:
     opt_seed: int = 0  # the orchestrator's seed (same seed, same passes)
     opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
     passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
+    stack: int | str | None = None  # reserved stack: bytes, "auto" (call-graph bound + margin), None: the board's
 
 
 @dataclass
@@ -146,7 +146,8 @@ def _schedule(graph: OpGraph, board: Board, seconds: float) -> tuple[Schedule, d
     """The lowest-peak operator order the schedulers find within the time budget, and each one's peak."""
     order, peak, report = best_schedule(Dag.from_graph(graph, board.arena_align), seconds)
     tried = {name: r["peak"] for name, r in report.items() if isinstance(r, dict)}
-    return Schedule(order, peak, report["best"]), tried
+    orders = {name: r["order"] for name, r in report.items() if isinstance(r, dict)}  # report.html's curves
+    return Schedule(order, peak, report["best"], orders), tried
 
 
 def floor_passes(options: BuildOptions) -> tuple[str, ...]:
@@ -267,16 +268,14 @@ def _check_flash(graph: OpGraph, board: Board, model_name: str) -> None:
         )
 
 
-def _stack_estimate(project: Path, graph: OpGraph) -> int:
-    """Deepest call chain main -> edgemem_run -> kernel, from gcc's -fstack-usage files."""
-    frames: dict[str, int] = {}
-    for su in project.glob("*.su"):
-        for line in su.read_text().splitlines():
-            m = re.match(r"^.*:\d+:\d+:(\w+)\s+(\d+)\s+\w+", line)
-            if m:
-                frames[m.group(1)] = max(frames.get(m.group(1), 0), int(m.group(2)))
-    kernels = max((frames.get(op.name, 0) for op in graph.ops), default=0)
-    return frames.get("main", 0) + frames.get("edgemem_run", 0) + kernels
+def _stack_bound(project: Path, board: Board):
+    """The firmware's worst-case stack from gcc's call graph (target/stack.py), None without the .ci files."""
+    from .target.stack import stack_bound
+
+    try:
+        return stack_bound(project, board.core.has_fpu)
+    except ToolchainError:
+        return None
 
 
 def _check_output_dir(model_path: Path, out_dir: Path) -> None:
@@ -313,7 +312,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     options = options or BuildOptions()
     t0 = time.perf_counter()
     _check_output_dir(Path(model_path), Path(out_dir))
-    board = board_with_budget(load_board(board_name), options.ram, options.flash)
+    board = with_stack(board_with_budget(load_board(board_name), options.ram, options.flash), options.stack)
     _check_floor(Path(model_path), board, options)
     model: ImportedModel = import_tflite(model_path)
     lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod, model.op_labels), board, options)
@@ -342,14 +341,19 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
                 (project / name).write_text(text)
         render_image(qemu_image(board, split_regions=options.pool_per_region, profile=options.profile), project)
         write_library(project, sources, board, model.path.name)
+        stack = None
         if options.compile:
             result.sizes = _link(project, board, plan)
-        device_sizes = None
-        if board.device is not None and options.compile:  # the real board's image: same model and plan, own addresses
-            render_image(device_image(board), project, sources=sources)
-            device_sizes = _link(project / DEVICE_DIR, board, plan)
-        result.info = build_info(result, model, schedulers, stack_estimate=_stack_estimate(project, graph),
+            stack = _stack_bound(project, board)
+            if options.stack == "auto":  # relink with the call graph's bound + margin (target/stack.py)
+                result.board = _auto_stack(project, board, stack, options.pool_per_region, options.profile)
+                result.sizes = _link(project, result.board, plan)
+        device_sizes = _link_device(project, board, plan, sources, options.stack == "auto") \
+            if board.device is not None and options.compile else None  # fmt: skip
+        result.info = build_info(result, model, schedulers, stack_estimate=stack.bytes if stack else 0,
                                  seconds=time.perf_counter() - t0)  # fmt: skip
+        if stack is not None:
+            result.info["stack"] = stack_info(stack, result.sizes.stack_bytes, options.stack == "auto")
         result.info["pass_baselines"] = passes_report.pop("baselines", {})
         result.info["passes"] = passes_report
         result.info["memory"] = memory_info(graph, schedule, buffers, plan, board, _ram_budget(board))  # report.html's figures
@@ -389,6 +393,28 @@ def predicted_steps(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], p
     return {"seed": seed, "pools": pools, "steps": steps}
 
 
+def with_stack(board: Board, stack: int | str | None) -> Board:
+    """The board with the user's stack reservation (``--stack``): bytes, or "auto" (sized after compiling;
+    until then the board's own reservation is the budget, so planning stays on the safe side)."""
+    if stack is None or stack == "auto":
+        return board
+    if not isinstance(stack, int) or stack <= 0 or stack % 8:
+        raise EdgememError(f"--stack {stack} is not a stack size: give a positive multiple of 8 bytes (with a unit: "
+                           "--stack 4K) or --stack auto.")  # fmt: skip
+    return dataclasses.replace(board, stack_size=stack)
+
+
+def _auto_stack(project: Path, board: Board, bound, split_regions: bool, profile: bool) -> Board:
+    """``--stack auto``: the linker script again with the stack sized from the call graph (bound + margin)."""
+    from .target.stack import auto_stack_size, stack_bound
+
+    if bound is None:
+        bound = stack_bound(project, board.core.has_fpu)  # raises with the reason (no .ci files, recursion)
+    board = dataclasses.replace(board, stack_size=auto_stack_size(bound))
+    render_linker_script(qemu_image(board, split_regions=split_regions, profile=profile), project)
+    return board
+
+
 def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
     try:
         return build_firmware(project, board)
@@ -400,6 +426,31 @@ def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
                 f"its {board.flash_bytes:,} B of flash. Linker said:\n{e}"
             ) from e
         raise
+
+
+def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, auto_stack: bool = False) -> FirmwareSizes:
+    """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
+    cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads); with
+    ``auto_stack`` its stack sized from its own call graph (its UART runtime differs from QEMU's)."""
+    image = device_image(board)
+    render_image(image, project, sources=sources)
+    device_dir = project / DEVICE_DIR
+    sizes = _link(device_dir, board, plan)
+    if auto_stack:
+        from .target.stack import auto_stack_size, stack_bound
+
+        size = auto_stack_size(stack_bound(device_dir, board.core.has_fpu))
+        render_linker_script(image, project, stack_size=size)
+        sizes = _link(device_dir, dataclasses.replace(board, stack_size=size), plan)
+    return sizes
+
+
+def stack_info(bound, reserved: int, auto: bool) -> dict:
+    """edgemem.json's ``stack``: the call graph's bound (target/stack.py) next to the reservation."""
+    return {"auto": auto, "reserved_bytes": reserved, "bound_bytes": bound.bytes, "main_path_bytes": bound.main_bytes,
+            "main_path": bound.main_path, "interrupt_bytes": bound.interrupt_bytes,
+            "interrupt_handler": bound.interrupt_handler, "fault_bytes": bound.fault_bytes,
+            "margin_bytes": reserved - bound.bytes}  # fmt: skip
 
 
 def _tensor_json(info, graph: OpGraph, name: str) -> dict:
@@ -425,7 +476,7 @@ def build_info(result: BuildResult, model: ImportedModel, schedulers: dict, *, s
         "lower_bound_bytes": plan.lower_bound,
         "weights_bytes": sum(t.nbytes for t in graph.constants()),
         "state_bytes": sum(t.nbytes for t in graph.states()),  # kept across runs (.data), outside the arena
-        "stack_reserved_bytes": board.stack_size,
+        "stack_reserved_bytes": sizes.stack_bytes if sizes is not None else board.stack_size,
         "stack_estimate_bytes": stack_estimate,
         "board_ram_bytes": board.ram_bytes,
         "board_flash_bytes": board.flash_bytes,

@@ -101,6 +101,18 @@ def render_image(image: Image, project_dir: str | Path, *, stack_size: int | Non
     return written + _copy_runtime(directory, image)
 
 
+def render_linker_script(image: Image, project_dir: str | Path, *, stack_size: int | None = None) -> Path:
+    """linker.ld of one image again, with ``stack_size`` bytes of stack (default the board's): written by
+    ``--stack auto`` once the call graph has bounded the stack (make then only relinks)."""
+    board = image.board
+    stack = board.stack_size if stack_size is None else int(stack_size)
+    if stack <= 0 or stack % 8:
+        raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
+    path = Path(project_dir) / image.subdir / "linker.ld"
+    path.write_text(_env().get_template("linker.ld.j2").render(**_linker_context(image, stack)))
+    return path
+
+
 def render_firmware_files(
     board: Board, project_dir: str | Path, *, stack_size: int | None = None, split_regions: bool = False,
     profile: bool = False,
