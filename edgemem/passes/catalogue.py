@@ -73,6 +73,7 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_dequantize import fold_dequantize
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
+    from .remat import remat
 
     return [
         GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem",
@@ -86,6 +87,9 @@ def _edgemem_passes() -> list[GraphPass]:
                   (Overlap(frozenset({"CONCATENATION"}), True, "input/output co-liveness of CONCATENATION"),)),
         GraphPass("fold_dequantize", "a float output's DEQUANTIZE folded into its producer (no int8 copy)",
                   fold_dequantize, "edgemem", (Elide(None, frozenset({"DEQUANTIZE"}), "a DEQUANTIZE's int8 input"),)),
+        # no floor capability: a copy has its original's inputs and output, so no operator's own need changes
+        GraphPass("remat", "a cheap tensor (pooling, element-wise, PAD) held across the peak is recomputed for its late readers",
+                  remat, "edgemem"),
     ]  # fmt: skip
 
 
