@@ -172,3 +172,32 @@ def test_bad_value_of_the_option(model, tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "error:" in proc.stderr and "'outside'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+@needs_arm
+def test_profile_build_measures_the_plan_at_every_step(model, tmp_path):
+    """A profiling build (inputs embedded in flash, per-step high-water marks over the UART): with the input
+    outside, every step's measured arena high-water mark is the plan's, and the outputs are TFLM's."""
+    from edgemem import profiling
+
+    out = tmp_path / "prof"
+    info = pipeline.build(model, "stm32f746", out, pipeline.BuildOptions(input_outside=True, opt_seconds=0,
+                                                                         profile=True)).info  # fmt: skip
+    res = profiling.profile(out)
+    assert res["arena_matches_plan"] is True
+    assert res["bit_exact"] is True, res
+    assert max(s["high_water_bytes"][0] for s in info["profile"]["steps"]) == info["arena_bytes"]
+
+
+@pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
+def test_host_runner_with_the_input_outside(builds, model, tmp_path):
+    """The host runner (templates/host_main.c.j2, what tests/test_sanitize.py runs) in its --input outside form."""
+    from edgemem.target.host import build_host, run_host
+
+    project, info = builds["outside"]
+    exe = build_host(project, tmp_path / "host", cc="gcc", sanitize=True)
+    x = reference.seeded_inputs(model, 5)
+    run = run_host(exe, [a.tobytes() for a in x], [o["bytes"] for o in info["outputs"]])
+    assert run.stderr == ""
+    ref = np.asarray(reference.tflm_outputs(model, x)[0]).astype(np.int8).tobytes()
+    assert run.outputs[0] == ref

@@ -161,8 +161,9 @@ def render_model(
         states=_states(graph),
         input_outside=any(graph.tensors[n].kind == EXTERNAL for n in graph.inputs),
         outside_bytes=sum(graph.tensors[n].nbytes for n in graph.inputs if graph.tensors[n].kind == EXTERNAL),
-        input_max_bytes=max((-(-graph.tensors[n].nbytes // 16) * 16 for n in graph.inputs), default=16),
     )
+    align = ctx["arena_align"]  # the harness's input buffers are rows of this many bytes, each aligned
+    ctx["input_max_bytes"] = max((-(-graph.tensors[n].nbytes // align) * align for n in graph.inputs), default=align)
     return {
         "model.h": render("model.h.j2", **ctx),
         "model.c": render("model.c.j2", **ctx),

@@ -1,0 +1,62 @@
+"""The model input inside vs outside the arena (`edgemem build --input outside`, issue 20): each model built both
+ways for stm32f746 (with --ram/--flash where it exceeds the board), run under QEMU (-icount shift=0) on a seeded
+input, compared with TFLite Micro; a markdown table of the arenas, where the input is live, the measured
+high-water marks and the instructions.
+
+    .venv/bin/python benchmarks/input_outside.py [names...] > benchmarks/input_outside.md
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from edgemem import pipeline  # noqa: E402
+
+MODELS = ROOT.parent / "shared" / "models"
+DEFAULT = {  # name -> (ram, flash) overrides
+    "mlperf_vww_96_int8": (None, None),
+    "tflm_person_detect_int8": (None, None),
+    "tinyengine_mcunet_vww": (None, None),
+    "tflm_xtensa_mobilenet_v2_224_int8": (2 << 20, 8 << 20),
+}
+
+
+def measure(name: str, outside: bool) -> dict:
+    ram, flash = DEFAULT.get(name, (None, None))
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        result = pipeline.build(MODELS / f"{name}.tflite", "stm32f746", Path(tmp) / "p",
+                                pipeline.BuildOptions(ram=ram, flash=flash, input_outside=outside))  # fmt: skip
+        seconds = time.perf_counter() - t0
+        run = pipeline.run(Path(tmp) / "p", seed=0, timeout_s=1200)
+    info = result.info
+    peak_step = info["memory"]["peak"]
+    return {"arena": info["arena_bytes"], "bound": info["lower_bound_bytes"], "hw": run["arena_high_water_bytes"],
+            "bit_exact": run["bit_exact"], "instructions": run["instructions"], "seconds": seconds,
+            "input": sum(i["bytes"] for i in info["inputs"]), "peak": peak_step,
+            "ram": ram}  # fmt: skip
+
+
+def main(names: list[str]) -> None:
+    print("# The model input outside the arena\n")
+    print("Command: `.venv/bin/python benchmarks/input_outside.py > benchmarks/input_outside.md` (stm32f746; "
+          "mobilenet_v2_224 with `--ram 2M --flash 8M`). *in*: the default build (the input is an arena tensor); "
+          "*out*: `--input outside` (the caller's buffer, `edgemem_run_from`; the arena excludes it, MCUNetV2's "
+          "accounting). Both run under QEMU on seed 0: high-water = measured arena bytes, bit-exact vs TFLite Micro.\n")
+    print("| model | input B | arena in | arena out | saved | high-water in / out | bit-exact in / out | instructions in / out |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|")
+    for name in names:
+        r_in, r_out = measure(name, False), measure(name, True)
+        print(f"| {name} | {r_in['input']:,} | {r_in['arena']:,} | {r_out['arena']:,} | {r_in['arena'] - r_out['arena']:,} "
+              f"| {r_in['hw']:,} / {r_out['hw']:,} | {r_in['bit_exact']} / {r_out['bit_exact']} "
+              f"| {r_in['instructions']:,} / {r_out['instructions']:,} |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(DEFAULT))
