@@ -23,6 +23,7 @@ DEFAULT = {  # name -> (ram, flash) overrides
     "mlperf_vww_96_int8": (None, None),
     "tflm_person_detect_int8": (None, None),
     "tinyengine_mcunet_vww": (None, None),
+    "tinyengine_mcunet_person_det": (None, None),
     "tflm_xtensa_mobilenet_v2_224_int8": (2 << 20, 8 << 20),
 }
 
@@ -36,11 +37,14 @@ def measure(name: str, outside: bool) -> dict:
         seconds = time.perf_counter() - t0
         run = pipeline.run(Path(tmp) / "p", seed=0, timeout_s=1200)
     info = result.info
-    peak_step = info["memory"]["peak"]
+    peak_step = info["memory"]["peak"]["step"]
+    inputs = [t for t in info["memory"]["tensors"] if t["role"] == "input"]
+    live_at_peak = any(t["first"] <= peak_step <= t["last"] for t in inputs)
+    dies = max((t["last"] for t in inputs), default=None)
     return {"arena": info["arena_bytes"], "bound": info["lower_bound_bytes"], "hw": run["arena_high_water_bytes"],
             "bit_exact": run["bit_exact"], "instructions": run["instructions"], "seconds": seconds,
-            "input": sum(i["bytes"] for i in info["inputs"]), "peak": peak_step,
-            "ram": ram}  # fmt: skip
+            "input": sum(i["bytes"] for i in info["inputs"]), "peak": peak_step, "live_at_peak": live_at_peak,
+            "dies": dies, "steps": len(info["memory"]["steps"]), "ram": ram}  # fmt: skip
 
 
 def main(names: list[str]) -> None:
@@ -49,11 +53,13 @@ def main(names: list[str]) -> None:
           "mobilenet_v2_224 with `--ram 2M --flash 8M`). *in*: the default build (the input is an arena tensor); "
           "*out*: `--input outside` (the caller's buffer, `edgemem_run_from`; the arena excludes it, MCUNetV2's "
           "accounting). Both run under QEMU on seed 0: high-water = measured arena bytes, bit-exact vs TFLite Micro.\n")
-    print("| model | input B | arena in | arena out | saved | high-water in / out | bit-exact in / out | instructions in / out |")
-    print("|---|---:|---:|---:|---:|---:|---|---:|")
+    print("| model | input B | input live (in) | peak step in / out | arena in | arena out | saved | high-water in / out "
+          "| bit-exact in / out | instructions in / out |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---|---:|")
     for name in names:
         r_in, r_out = measure(name, False), measure(name, True)
-        print(f"| {name} | {r_in['input']:,} | {r_in['arena']:,} | {r_out['arena']:,} | {r_in['arena'] - r_out['arena']:,} "
+        live = f"steps 0-{r_in['dies']} of {r_in['steps']}" if r_in["dies"] is not None else "-"
+        print(f"| {name} | {r_in['input']:,} | {live} | {r_in['peak']}{' (input live)' if r_in['live_at_peak'] else ''} / {r_out['peak']} | {r_in['arena']:,} | {r_out['arena']:,} | {r_in['arena'] - r_out['arena']:,} "
               f"| {r_in['hw']:,} / {r_out['hw']:,} | {r_in['bit_exact']} / {r_out['bit_exact']} "
               f"| {r_in['instructions']:,} / {r_out['instructions']:,} |", flush=True)  # fmt: skip
 

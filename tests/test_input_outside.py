@@ -10,7 +10,7 @@ edgemem_run_from() copies and gives the same.
 
 from __future__ import annotations
 
-import json
+import os
 import shutil
 import subprocess
 import sys
@@ -151,8 +151,6 @@ def test_c_api_on_the_host_under_sanitizers(builds, model, where, tmp_path):
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     x = reference.seeded_inputs(model, 3)[0]
     (tmp_path / "x.bin").write_bytes(x.tobytes())
-    import os
-
     proc = subprocess.run([str(exe), str(tmp_path / "x.bin")], capture_output=True, text=True,
                           env={**os.environ, **SANITIZER_ENV}, timeout=120)  # fmt: skip
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr

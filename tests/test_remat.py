@@ -179,3 +179,21 @@ def test_random_graphs_exercise_both_outcomes():
     """Guard against a vacuous property: on these graphs copies are taken, and candidates are refused."""
     taken, rejected = map(sum, zip(*(_run_family(f) for f in ("randwire", "rwstage", "inception"))))
     assert taken >= 5 and rejected >= 1, (taken, rejected)
+
+
+@pytest.mark.parametrize("width,seed", [(8, 2), (64, 4)])
+def test_unet_widths_never_raised_after_the_inplace_passes(models, width, seed, tmp_path):
+    """Other bottleneck widths and weights, after edgemem's fixed passes (as a build runs it): the lowered
+    graph's peak by the build's own scheduler never rises, and falls exactly when a copy was taken."""
+    from edgemem.ir.graph import read_graph
+    from edgemem.schedule.best import best_schedule
+    from edgemem.schedule.dag import Dag
+
+    path = tmp_path / "u.tflite"
+    path.write_bytes(unet_model(width, seed))
+    mod, _ = pipeline._run_passes(_lowered(path), ("fold_pad", "inplace_depthwise", "inplace_elementwise"))
+    report: dict = {}
+    new = rm.remat(mod, 16, report=report)
+    before, after = (best_schedule(Dag.from_graph(read_graph(m), 16), 0.5)[1] for m in (mod, new))
+    assert after <= before
+    assert (after < before) == bool(report["recomputed"]), (width, before, after, report)
