@@ -320,7 +320,12 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     if not options.input_outside:  # the flatbuffer floor counts the input in the arena
         _check_floor(Path(model_path), board, options)
     model: ImportedModel = import_tflite(model_path)
-    lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod, model.op_labels), board, options)
+    lowered = lower_to_kernels(model.relax_mod, model.op_labels)
+    if options.input_outside:  # the passes that measure memory (orchestrator, remat) then count as the plan will
+        from .ir.outside import mark
+
+        lowered = mark(lowered)
+    lowered, passes_report = _optimize(lowered, board, options)
     graph = read_graph(lowered)
     if options.input_outside:
         from .ir.outside import inputs_outside

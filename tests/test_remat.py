@@ -33,6 +33,9 @@ needs_arm = pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shut
                                reason="needs arm-none-eabi-gcc and qemu-system-arm")  # fmt: skip
 
 
+FIXED = ("fold_pad", "inplace_depthwise", "inplace_elementwise")
+
+
 def _resize_options():
     import tflite
 
@@ -68,6 +71,29 @@ def unet_model(bottleneck: int = 32, seed: int = 0) -> bytes:
     return mb.serialize([x], [out])
 
 
+def input_skip_model(seed: int = 0) -> bytes:
+    """A float input quantized once and added back at the end (a denoising U-Net's input skip): x float32
+    32x32x4 -> q QUANTIZE -> e1 conv3x3 (32x32x8) -> p1 max-pool -> e2 conv3x3 (16x16x16) -> u nearest x2
+    (32x32x16) -> d conv1x1 (32x32x4) -> out = d + q. With the input in the arena, recomputing q late would
+    keep the float input (4x q) alive: no gain. With the input outside, the input is free to read again."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem remat input-skip test")
+    x = mb.tensor("x", (1, 32, 32, 4), np.float32)
+    q = mb.tensor("q", (1, 32, 32, 4), np.int8, _Q)
+    mb.op(mm.OP.QUANTIZE, [x], [q], version=1)
+    e1 = _conv(mb, rng, "e1", q, 4, 8, 3, (1, 32, 32, 8))
+    p1 = mb.tensor("p1", (1, 16, 16, 8), np.int8, _Q)
+    mb.op(mm.OP.MAX_POOL_2D, [e1], [p1], *mm.pool2d_options((2, 2), 2, mm.PAD.VALID), version=2)
+    e2 = _conv(mb, rng, "e2", p1, 8, 16, 3, (1, 16, 16, 16))
+    size = mb.const("up/size", np.array([32, 32], np.int32))
+    u = mb.tensor("u", (1, 32, 32, 16), np.int8, _Q)
+    mb.op(mm.OP.RESIZE_NEAREST_NEIGHBOR, [e2, size], [u], *_resize_options(), version=1)
+    d = _conv(mb, rng, "d", u, 16, 4, 1, (1, 32, 32, 4))
+    out = mb.tensor("out", (1, 32, 32, 4), np.int8, _Q)
+    mb.op(mm.OP.ADD, [d, q], [out], *mm.add_options(mm.ACT.NONE), version=2)
+    return mb.serialize([x], [out])
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("unet")
@@ -75,6 +101,8 @@ def models(tmp_path_factory) -> dict[str, Path]:
     for name, width in (("wide", 32), ("narrow", 4)):
         out[name] = d / f"unet_{name}.tflite"
         out[name].write_bytes(unet_model(width))
+    out["input_skip"] = d / "unet_input_skip.tflite"
+    out["input_skip"].write_bytes(input_skip_model())
     return out
 
 
@@ -197,3 +225,28 @@ def test_unet_widths_never_raised_after_the_inplace_passes(models, width, seed, 
     before, after = (best_schedule(Dag.from_graph(read_graph(m), 16), 0.5)[1] for m in (mod, new))
     assert after <= before
     assert (after < before) == bool(report["recomputed"]), (width, before, after, report)
+
+
+def test_input_outside_makes_the_input_free_to_recompute_from(models, tmp_path):
+    """--input outside and remat together: the quantized input held to the end is recomputed from the caller's
+    buffer only when that buffer is outside the arena; built and run under QEMU, bit-exact, high-water = plan,
+    and the arena below the input-outside build without remat by the quantized tensor's bytes."""
+    from edgemem.ir.outside import mark
+
+    mod = _lowered(models["input_skip"])
+    inside: dict = {}
+    assert rm.remat(mod, 16, report=inside).same_as(mod) and inside["recomputed"] == []
+    outside: dict = {}
+    rm.remat(mark(mod), 16, report=outside)
+    assert [r["kind"] for r in outside["recomputed"]] == ["QUANTIZE"], outside
+    arenas = {}
+    for passes in (FIXED, FIXED + ("remat",)):  # the QUANTIZE is in place over the input: its copy too
+        out = tmp_path / passes[-1]
+        info = pipeline.build(models["input_skip"], "stm32f746", out,
+                              pipeline.BuildOptions(passes=passes, input_outside=True, compile=bool(shutil.which("qemu-system-arm")))).info  # fmt: skip
+        arenas[passes[-1]] = info["arena_bytes"]
+        if shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc"):
+            pytest.importorskip("tflite_micro")
+            res = pipeline.run(out, seed=2)
+            assert res["bit_exact"] is True and res["arena_high_water_bytes"] == info["arena_bytes"], res
+    assert arenas["remat"] == arenas["inplace_elementwise"] - 32 * 32 * 4, arenas

@@ -71,3 +71,36 @@ def outside_info(graph: OpGraph) -> dict:
         "accounting": f"the arena excludes the model input ({total:,} B): the caller passes it to edgemem_run_from() "
                       "in its own buffer (RAM or flash), which the application's RAM must add",
     }  # fmt: skip
+
+
+# The build marks the lowered module (an attribute of main, kept by every pass) so that the passes that measure
+# memory on their own -- the orchestrator's evaluate, remat -- count the inputs as the build will.
+MARK = "edgemem.input_outside"
+
+
+def mark(mod):
+    """``mod`` with main marked: its inputs are planned outside the arena."""
+    import tvm
+
+    funcs = {gv: (f.with_attr(MARK, 1) if gv.name_hint == "main" else f) for gv, f in mod.functions.items()}
+    return tvm.IRModule(funcs, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
+def marked(mod) -> bool:
+    attrs = mod["main"].attrs
+    return attrs is not None and MARK in attrs and int(attrs[MARK]) == 1
+
+
+def planned_graph(mod) -> OpGraph:
+    """The OpGraph of a lowered module as the build plans it: inputs external when the module is marked (and
+    no kernel writes into them; such a module is measured with its inputs in the arena, and the build itself
+    refuses it with inputs_outside's message)."""
+    from .graph import read_graph
+
+    graph = read_graph(mod)
+    if marked(mod):
+        try:
+            return inputs_outside(graph)
+        except EdgememError:
+            return graph
+    return graph

@@ -168,13 +168,13 @@ _INTEGERIZE = (
 def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -> dict:
     """What the build would get from ``mod``: arena bytes (best order found, then planned), flash bytes of
     constants, MACs, number of kernels and of RAM tensors."""
-    from ..ir.graph import read_graph
+    from ..ir.outside import planned_graph
     from ..plan import Buffer, plan_arena
     from ..schedule.best import best_schedule
     from ..schedule.dag import Dag
     from ..schedule.liveness import live_ranges
 
-    graph = read_graph(mod)
+    graph = planned_graph(mod)  # the inputs outside the arena when the build plans them there (ir/outside.py)
     order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
     buffers = [Buffer(r.name, max(r.size, 1), r.first, r.last, align, alias=r.alias) for r in live_ranges(graph, order)]
     plan = plan_arena(buffers)
