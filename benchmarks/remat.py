@@ -41,21 +41,26 @@ def shared_models() -> None:
 
 
 def unet() -> None:
-    from test_remat import unet_model
+    from test_remat import input_skip_model, unet_model
 
-    print("\n## U-Net-like model (tests/test_remat.py), stm32f746, QEMU\n")
-    print("| bottleneck | passes | arena B | high-water B | bit-exact | instructions | kernels | flash B |")
-    print("|---:|---|---:|---:|---|---:|---:|---:|")
+    print("\n## U-Net-like models (tests/test_remat.py), stm32f746, QEMU\n")
+    print("*unet W*: the pooled encoder tensor added back at the low decoder level, bottleneck width W. *input skip*: a "
+          "float input quantized once and added back at the end; *out* = `--input outside`.\n")
+    print("| model | input | passes | arena B | high-water B | bit-exact | instructions | kernels | flash B |")
+    print("|---|---|---|---:|---:|---|---:|---:|---:|")
+    cases = [(f"unet {w}", unet_model(w), False) for w in (32, 4)]
+    cases += [("input skip", input_skip_model(), False), ("input skip", input_skip_model(), True)]
     with tempfile.TemporaryDirectory() as tmp:
-        for width in (32, 4):
-            model = Path(tmp) / f"unet{width}.tflite"
-            model.write_bytes(unet_model(width))
+        for k, (name, data, outside) in enumerate(cases):
+            model = Path(tmp) / f"m{k}.tflite"
+            model.write_bytes(data)
             for passes in (FIXED, FIXED + ("remat",)):
-                out = Path(tmp) / f"p{width}{len(passes)}"
-                info = pipeline.build(model, "stm32f746", out, pipeline.BuildOptions(passes=passes)).info
+                out = Path(tmp) / f"p{k}{len(passes)}"
+                info = pipeline.build(model, "stm32f746", out, pipeline.BuildOptions(passes=passes, input_outside=outside)).info
                 run = pipeline.run(out, seed=0)
-                print(f"| {width} | {', '.join(passes)} | {info['arena_bytes']:,} | {run['arena_high_water_bytes']:,} | "
-                      f"{run['bit_exact']} | {run['instructions']:,} | {info['ops']} | {info['flash_bytes']:,} |", flush=True)  # fmt: skip
+                print(f"| {name} | {'out' if outside else 'in'} | {', '.join(passes)} | {info['arena_bytes']:,} | "
+                      f"{run['arena_high_water_bytes']:,} | {run['bit_exact']} | {run['instructions']:,} | {info['ops']} | "
+                      f"{info['flash_bytes']:,} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
