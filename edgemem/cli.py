@@ -64,6 +64,8 @@ def _print_build(info: dict) -> None:
     t.add_row("arena (planned)", _kib(info["arena_bytes"]) + f"  planner: {info['planner']}")
     for pool, size in info["arena_pools"].items():
         t.add_row(f"  pool {pool}", _kib(size))
+    if info.get("input_outside"):
+        t.add_row("input outside arena", f"{info['input_outside']['bytes']:,} B, in the caller's buffer (edgemem_run_from); not counted in the arena")
     t.add_row("lower bound", _kib(info["lower_bound_bytes"]) + f"  ({info['scheduler']} order)")
     t.add_row("operator orders tried", ", ".join(f"{k}\u00a0{v:,}\u00a0B" for k, v in info["schedulers_tried"].items()))  # no break inside
     if info.get("passes"):
@@ -129,6 +131,13 @@ def _json(obj: dict) -> None:
     sys.stdout.write(json.dumps({k: v for k, v in obj.items() if k != "output_arrays"}, indent=2) + "\n")
 
 
+def _input_outside(where: str) -> bool:
+    if where not in ("arena", "outside"):
+        raise EdgememError(f"--input {where!r} is not a place for the model input: give 'arena' (the default: the "
+                           "input is written into the arena) or 'outside' (the caller's buffer, edgemem_run_from).")
+    return where == "outside"
+
+
 def _pass_names(text: Optional[str]) -> tuple[str, ...] | None:
     return None if text is None else tuple(n.strip() for n in text.split(",") if n.strip())
 
@@ -149,6 +158,7 @@ def build(
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="Reserved stack: a size (4K, 8192) or auto (the call graph's bound + a margin); default the board's."),
+    input_where: str = typer.Option("arena", "--input", help="Where the model input lives: 'arena' (written into edgemem_input(i)) or 'outside' (the caller's own buffer, passed to edgemem_run_from(); the arena excludes it)."),
     dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
@@ -163,7 +173,8 @@ def build(
             return
         result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                                                         schedule_seconds=schedule_time, profile=profile,
-                                                                        opt_seconds=opt_time, passes=_pass_names(passes), stack=stack))
+                                                                        opt_seconds=opt_time, passes=_pass_names(passes), stack=stack,
+                                                                        input_outside=_input_outside(input_where)))
         res = None
         if run_it:
             from . import profiling

@@ -51,6 +51,7 @@ class BuildOptions:
     opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
     passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
     stack: int | str | None = None  # reserved stack: bytes, "auto" (call-graph bound + margin), None: the board's
+    input_outside: bool = False  # the model inputs are the caller's buffers, not in the arena (ir/outside.py)
 
 
 @dataclass
@@ -313,10 +314,20 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     t0 = time.perf_counter()
     _check_output_dir(Path(model_path), Path(out_dir))
     board = with_stack(board_with_budget(load_board(board_name), options.ram, options.flash), options.stack)
-    _check_floor(Path(model_path), board, options)
+    if not options.input_outside:  # the flatbuffer floor counts the input in the arena
+        _check_floor(Path(model_path), board, options)
     model: ImportedModel = import_tflite(model_path)
-    lowered, passes_report = _optimize(lower_to_kernels(model.relax_mod, model.op_labels), board, options)
+    lowered = lower_to_kernels(model.relax_mod, model.op_labels)
+    if options.input_outside:  # the passes that measure memory (orchestrator, remat) then count as the plan will
+        from .ir.outside import mark
+
+        lowered = mark(lowered)
+    lowered, passes_report = _optimize(lowered, board, options)
     graph = read_graph(lowered)
+    if options.input_outside:
+        from .ir.outside import inputs_outside
+
+        graph = inputs_outside(graph)
     _check_flash(graph, board, model.path.name)
     schedule, schedulers = _schedule(graph, board, options.schedule_seconds)
     buffers, plan = _plan(graph, schedule, board, model.path.name, options.pool_per_region, schedulers)
@@ -356,6 +367,10 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             result.info["stack"] = stack_info(stack, result.sizes.stack_bytes, options.stack == "auto")
         result.info["pass_baselines"] = passes_report.pop("baselines", {})
         result.info["passes"] = passes_report
+        if options.input_outside:
+            from .ir.outside import outside_info
+
+            result.info["input_outside"] = outside_info(graph)  # the accounting: the arena excludes the input
         result.info["memory"] = memory_info(graph, schedule, buffers, plan, board, _ram_budget(board))  # report.html's figures
         steps = predicted_steps(graph, schedule, buffers, plan, options.profile_seed) \
             if options.profile or device_sizes is not None else None  # fmt: skip

@@ -73,6 +73,7 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_dequantize import fold_dequantize
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
+    from .remat import remat
 
     return [
         GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem",
@@ -86,6 +87,9 @@ def _edgemem_passes() -> list[GraphPass]:
                   (Overlap(frozenset({"CONCATENATION"}), True, "input/output co-liveness of CONCATENATION"),)),
         GraphPass("fold_dequantize", "a float output's DEQUANTIZE folded into its producer (no int8 copy)",
                   fold_dequantize, "edgemem", (Elide(None, frozenset({"DEQUANTIZE"}), "a DEQUANTIZE's int8 input"),)),
+        # no floor capability: a copy has its original's inputs and output, so no operator's own need changes
+        GraphPass("remat", "a cheap tensor (pooling, element-wise, PAD) held across the peak is recomputed for its late readers",
+                  remat, "edgemem"),
     ]  # fmt: skip
 
 
@@ -166,13 +170,13 @@ def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -
     constants, MACs, number of kernels and of RAM tensors. The same steps as the build's (best_schedule on
     the graph's Dag, its buffers by schedule.liveness.arena_buffers, plan_arena in one pool); the build
     passes its own scheduling budget."""
-    from ..ir.graph import read_graph
+    from ..ir.outside import planned_graph
     from ..plan import plan_arena
     from ..schedule.best import best_schedule
     from ..schedule.dag import Dag
     from ..schedule.liveness import arena_buffers
 
-    graph = read_graph(mod)
+    graph = planned_graph(mod)  # the inputs outside the arena when the build plans them there (ir/outside.py)
     order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
     plan = plan_arena(arena_buffers(graph, order, align))
     return {
