@@ -125,7 +125,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     from .frontend.support import unsupported_operators
     from .memory import from_tflite
     from .passes.catalogue import catalogue, floor_capabilities
-    from .pipeline import _file_order_plan, _ram_budget, board_with_budget
+    from .budget import board_with_budget, file_order_plan, ram_budget
 
     path = Path(model_path)
     model = read_tflite(path)
@@ -159,8 +159,8 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     from .frontend.footprint import operator_floor_bytes
 
     floor, floor_op = operator_floor_bytes(model, capabilities=floor_capabilities(every_pass, model))
-    plan_bytes, _ = _file_order_plan(model, board.arena_align)
-    budget = _ram_budget(board)
+    plan_bytes, _ = file_order_plan(model, board.arena_align)
+    budget = ram_budget(board)
     weights = sum(r.weight_bytes for r in rows)
     verdict = "fits" if plan_bytes <= budget else ("may fit" if floor <= budget else "does not fit")
     if weights > board.flash_bytes:

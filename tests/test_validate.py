@@ -122,10 +122,9 @@ def _runs(*diffs: tuple[int, bool]) -> list[dict]:
 
 
 def test_one_lsb_on_softmax_matches_unless_bit_exact_is_required():
-    info = {"model": "m.tflite", "board": "b"}
-    runs = _runs((0, True), (1, True))  # 1 LSB on a SOFTMAX output: tolerated by pipeline's comparison
-    loose = summarize(info, runs, device="QEMU")
+    runs = _runs((0, True), (1, True))  # 1 LSB on a SOFTMAX output: tolerated by device_run's comparison
+    loose = summarize("m.tflite", "b", runs, device="QEMU")
     assert loose["all_match"] and loose["bit_exact_count"] == 1 and loose["matching_count"] == 2
-    strict = summarize(info, runs, device="QEMU", require_bit_exact=True)
+    strict = summarize("m.tflite", "b", runs, device="QEMU", require_bit_exact=True)
     assert not strict["all_match"]
-    assert not summarize(info, _runs((0, True), (3, False)), device="QEMU")["all_match"]
+    assert not summarize("m.tflite", "b", _runs((0, True), (3, False)), device="QEMU")["all_match"]

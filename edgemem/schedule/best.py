@@ -41,3 +41,10 @@ def schedule_graph(graph, align: int = 4, time_budget: float = 3.0) -> Schedule:
     """best_schedule on an OpGraph: its op indices, peak as liveness.peak_bytes(graph, order, align)."""
     order, peak, report = best_schedule(Dag.from_graph(graph, align), time_budget)
     return Schedule(order, peak, report["best"])
+
+
+def schedule_tried(graph, align: int, time_budget: float) -> tuple[Schedule, dict[str, int]]:
+    """schedule_graph, and the peak bytes of every scheduler tried (the build report's "schedulers_tried")."""
+    order, peak, report = best_schedule(Dag.from_graph(graph, align), time_budget)
+    tried = {name: r["peak"] for name, r in report.items() if isinstance(r, dict)}
+    return Schedule(order, peak, report["best"]), tried

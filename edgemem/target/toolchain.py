@@ -11,7 +11,7 @@ from pathlib import Path
 
 from edgemem.board import Board
 from edgemem.codegen.templates import environment as _env
-from edgemem.errors import ToolchainError
+from edgemem.errors import ToolchainError, tail
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRMWARE_DIR = ROOT / "firmware"
@@ -158,10 +158,6 @@ def _require(tool: str) -> str:
     return path
 
 
-def _tail(text: str, limit: int = 6000) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "...\n" + text[-limit:]
-
 
 def build_firmware(
     project_dir: str | Path,
@@ -196,7 +192,7 @@ def build_firmware(
         stamp.unlink(missing_ok=True)
         raise ToolchainError(
             f"building the firmware in {project} failed (make exit {proc.returncode}"
-            f"{', board ' + board.name if board else ''}):\n{_tail(proc.stderr or proc.stdout)}"
+            f"{', board ' + board.name if board else ''}):\n{tail(proc.stderr or proc.stdout, 6000)}"
         )
     stamp.write_text(flags)
     return firmware_sizes(project / "firmware.elf")
