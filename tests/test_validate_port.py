@@ -20,7 +20,7 @@ from edgemem import pipeline
 from edgemem.board import load_board
 from edgemem.errors import DeviceError
 from edgemem.target.qemu import QemuSerial
-from edgemem.target.serial_link import open_port, read_report, run_request
+from edgemem.target.serial_link import read_report, run_request
 from edgemem.validate import validate
 
 pytest.importorskip("tflite_micro")
