@@ -43,25 +43,27 @@ _OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "prof
 class BuildInfo:
     """The machine-readable build report (`edgemem build --json`, and edgemem.json in the build directory)."""
 
+    # A report written by an older edgemem lacks the figures added since: everything but the model, the board
+    # and the arena has a default, so such a build can still be run and reported on.
     model: str  # absolute path of the .tflite file
     board: str
-    ops: int
-    scheduler: str  # the operator order chosen
-    schedulers_tried: dict[str, int]  # peak bytes of each operator order tried
-    planner: str  # the placement that won
-    planners_tried: dict[str, int]
     arena_bytes: int
-    arena_pools: dict[str, int]
-    lower_bound_bytes: int
-    weights_bytes: int
-    state_bytes: int  # kept across runs (.data), outside the arena
-    stack_reserved_bytes: int
-    stack_estimate_bytes: int
-    board_ram_bytes: int
-    board_flash_bytes: int
-    inputs: list[TensorSpec]
-    outputs: list[TensorSpec]
-    build_seconds: float
+    arena_pools: dict[str, int] = field(default_factory=dict)
+    lower_bound_bytes: int = 0
+    ops: int = 0
+    scheduler: str = ""  # the operator order chosen
+    schedulers_tried: dict[str, int] = field(default_factory=dict)  # peak bytes of each operator order tried
+    planner: str = ""  # the placement that won
+    planners_tried: dict[str, int] = field(default_factory=dict)
+    weights_bytes: int = 0
+    state_bytes: int = 0  # kept across runs (.data), outside the arena
+    stack_reserved_bytes: int = 0
+    stack_estimate_bytes: int = 0
+    board_ram_bytes: int = 0
+    board_flash_bytes: int = 0
+    inputs: list[TensorSpec] = field(default_factory=list)
+    outputs: list[TensorSpec] = field(default_factory=list)
+    build_seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each pipeline stage
     # the linked firmware (absent when the build did not compile)
     flash_bytes: int | None = None
