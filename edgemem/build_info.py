@@ -43,11 +43,11 @@ _OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "prof
 class BuildInfo:
     """The machine-readable build report (`edgemem build --json`, and edgemem.json in the build directory)."""
 
-    # A report written by an older edgemem lacks the figures added since: everything but the model, the board
-    # and the arena has a default, so such a build can still be run and reported on.
+    # A report written by an older edgemem lacks the figures added since: everything but the model and the board
+    # has a default, so such a build can still be flashed, run and reported on.
     model: str  # absolute path of the .tflite file
     board: str
-    arena_bytes: int
+    arena_bytes: int = 0
     arena_pools: dict[str, int] = field(default_factory=dict)
     lower_bound_bytes: int = 0
     ops: int = 0
