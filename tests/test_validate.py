@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.board import load_board
 from edgemem.cli import app
 from edgemem.errors import ToolchainError
@@ -65,7 +65,7 @@ def test_example_validates_bit_exact(example_build):
 def test_validate_runs_the_seeded_inputs_of_run(example_build):
     """Seed s of validate is the input `edgemem run --seed s` uses: check one against TFLM directly."""
     report = validate(example_build, count=1, first_seed=7)
-    res = pipeline.run(example_build, seeded_inputs(EXAMPLE, 7))
+    res = device_run.run(example_build, seeded_inputs(EXAMPLE, 7))
     np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(EXAMPLE, seeded_inputs(EXAMPLE, 7))[0])
     assert report["runs"][0]["seed"] == 7 and report["runs"][0]["bit_exact"]
 
