@@ -32,7 +32,8 @@ class TensorSpec:
 
     @classmethod
     def from_json(cls, d: dict) -> TensorSpec:
-        return cls(d["name"], list(d["shape"]), d["dtype"], d.get("scale"), d.get("zero_point"), d["bytes"], d["producer"])
+        return cls(d["name"], list(d["shape"]), d["dtype"], d.get("scale"), d.get("zero_point"), d.get("bytes", 0),
+                   d.get("producer", ""))  # fmt: skip
 
 
 # Fields that only some builds have: omitted from the JSON when None.
