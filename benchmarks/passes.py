@@ -25,7 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgemem.passes.orchestrate import EffectTable, learn, orchestrate  # noqa: E402
+from edgemem.passes.effects import EffectTable, learn  # noqa: E402
+from edgemem.passes.orchestrate import orchestrate  # noqa: E402
+from pass_baselines import EXTRA  # noqa: E402  (benchmarks/pass_baselines.py: greedy)
 
 MODELS = ROOT.parent / "shared" / "models"
 
@@ -47,7 +49,7 @@ def lowered_models(names: list[str] | None):
 
 def run(mod, name, table, seconds, baselines=()):
     t0 = time.perf_counter()
-    r = orchestrate(mod, table=table, time_budget=seconds, baselines=baselines, model_name=name)
+    r = orchestrate(mod, table=table, time_budget=seconds, baselines=baselines, model_name=name, extra_baselines=EXTRA)
     return r, time.perf_counter() - t0
 
 

@@ -1,6 +1,7 @@
 """What the board offers, and the checks against it that run before the expensive stages.
 
     board_with_budget(board, ram, flash)   the board with the user's --ram/--flash, validated where they enter
+    with_stack(board, stack)               the board with the user's --stack reservation
     ram_budget(board)                      bytes for .data, .bss and the arena once the stack is reserved
     check_floor(model_path, board, ...)    refuse, before lowering, what no memory pass can make fit
     check_flash(graph, board, ...)         refuse weights larger than the flash
@@ -36,13 +37,28 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
     if ram is not None:
         region = dataclasses.replace(board.default_ram, size=ram, default=True)
         board = dataclasses.replace(board, ram=(region,))
+    from .target.image import check_budget
+
+    check_budget(board, ram, flash)  # the MPU map of the image must express them too
     return board
+
+
+def with_stack(board: Board, stack: int | str | None) -> Board:
+    """The board with the user's stack reservation (``--stack``): bytes, or "auto" (sized after compiling;
+    until then the board's own reservation is the budget, so planning stays on the safe side)."""
+    if stack is None or stack == "auto":
+        return board
+    if not isinstance(stack, int) or stack <= 0 or stack % 8:
+        raise EdgememError(f"--stack {stack} is not a stack size: give a positive multiple of 8 bytes (with a unit: "
+                           "--stack 4K) or --stack auto.")  # fmt: skip
+    return dataclasses.replace(board, stack_size=stack)
 
 
 def ram_budget(board: Board) -> int:
     """Bytes the default RAM region offers to data, bss and the arena once the stack is reserved."""
-    region = next(r for r in board.link_regions() if r.default)
-    return region.length - board.stack_size
+    from .target.image import qemu_image
+
+    return qemu_image(board).default_region.length - board.stack_size
 
 
 def check_floor(model_path: Path, board: Board, passes: tuple[str, ...]) -> None:

@@ -37,7 +37,7 @@ class TensorSpec:
 
 
 # Fields that only some builds have: omitted from the JSON when None.
-_OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "profile", "board_image")
+_OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "stack", "profile", "board_image")
 
 
 @dataclass
@@ -71,6 +71,7 @@ class BuildInfo:
     static_ram_bytes: int | None = None
     total_ram_bytes: int | None = None
     fits: bool | None = None
+    stack: dict | None = None  # the call graph's stack bound next to the reservation (pipeline._stack_info)
     # what the memory passes did (passes/optimize.py), and the orchestrator's baselines
     passes: dict = field(default_factory=dict)
     pass_baselines: dict = field(default_factory=dict)
@@ -160,7 +161,8 @@ def collect_build_info(model, board, graph, schedule, plan, sizes, schedulers: d
         arena_bytes=plan.total_bytes, arena_pools=dict(plan.pool_sizes), lower_bound_bytes=plan.lower_bound,
         weights_bytes=sum(t.nbytes for t in graph.constants()),
         state_bytes=sum(t.nbytes for t in graph.states()),
-        stack_reserved_bytes=board.stack_size, stack_estimate_bytes=stack_estimate,
+        stack_reserved_bytes=sizes.stack_bytes if sizes is not None else board.stack_size,
+        stack_estimate_bytes=stack_estimate,
         board_ram_bytes=board.ram_bytes, board_flash_bytes=board.flash_bytes,
         inputs=[tensor_spec(i, graph, n) for i, n in zip(model.inputs, graph.inputs)],
         outputs=[tensor_spec(i, graph, n) for i, n in zip(model.outputs, graph.outputs)],

@@ -96,6 +96,13 @@ def _size(text: Optional[str]) -> Optional[int]:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _stack(text: Optional[str]):
+    """--stack: "auto" or a size with its unit (4K, 8192)."""
+    if text is None or text.strip().lower() == "auto":
+        return None if text is None else "auto"
+    return _size(text)
+
+
 def _kib(n: int | None) -> str:
     return "-" if n is None else f"{n:,} B ({n / 1024:.1f} KiB)"
 
@@ -106,10 +113,13 @@ def _print_build(info: BuildInfo) -> None:
     for pool, size in info.arena_pools.items():
         t.add_row(f"  pool {pool}", _kib(size))
     t.add_row("lower bound", _kib(info.lower_bound_bytes) + f"  ({info.scheduler} order)")
-    t.add_row("operator orders tried", ", ".join(f"{k} {v:,} B" for k, v in info.schedulers_tried.items()))
+    t.add_row("operator orders tried", ", ".join(f"{k}\u00a0{v:,}\u00a0B" for k, v in info.schedulers_tried.items()))  # no break inside
     if info.passes:
         t.add_row("memory passes", _passes_line(info.passes, info.pass_baselines))
-    t.add_row("stack", f"{_kib(info.stack_reserved_bytes)} reserved, ~{info.stack_estimate_bytes:,} B estimated")
+    st = info.stack
+    bound = (f"bound {st['bound_bytes']:,} B (call graph) + margin {st['margin_bytes']:,} B" if st and st["auto"]
+             else f"call-graph bound {info.stack_estimate_bytes:,} B")  # fmt: skip
+    t.add_row("stack", f"{_kib(info.stack_reserved_bytes)} reserved{' (auto)' if st and st['auto'] else ''}, {bound}")
     state = f", of which model state kept across runs {info.state_bytes:,} B" if info.state_bytes else ""
     t.add_row("static RAM (.data+.bss)", _kib(info.static_ram_bytes) + state)
     t.add_row("total RAM", f"{_kib(info.total_ram_bytes)} of {_kib(info.board_ram_bytes)}")
@@ -186,13 +196,14 @@ def build(
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
-    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time or --pool-per-region)."),
+    stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="Reserved stack: a size (4K, 8192) or auto (the call graph's bound + a margin); default the board's."),
+    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --pool-per-region or --stack)."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
     if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
         _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None,
-                         pool_per_region=pool_per_region)  # fmt: skip
+                         pool_per_region=pool_per_region, stack=stack is not None)  # fmt: skip
         from .symbolic import plan_for_range
 
         info = plan_for_range(model, board, dim, ram=ram, flash=flash, schedule_seconds=schedule_time, overwrite=force,
@@ -203,7 +214,7 @@ def build(
 
     options = pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                     schedule_seconds=schedule_time, profile=profile, passes=_pass_names(passes),
-                                    opt_seconds=5.0 if opt_time is None else opt_time)  # fmt: skip
+                                    opt_seconds=5.0 if opt_time is None else opt_time, stack=stack)  # fmt: skip
     with _StageStatus(err, quiet=as_json) as status:
         result = pipeline.build(model, board, out_dir, options, observer=status)
         res = None
@@ -306,15 +317,23 @@ def analyze(
     board: str = typer.Option("stm32f746", "--board", "-b", help="Board name (see `edgemem boards`) or a board .toml."),
     ram: Optional[int] = typer.Option(None, "--ram", parser=_size, metavar="SIZE", help="Judge against this much RAM instead of the board's (320K, 1M, bytes)."),
     flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Judge against this much flash instead of the board's."),
+    pool_per_region: bool = typer.Option(False, "--pool-per-region", help="As `build --pool-per-region`."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", help="As `build --schedule-time`."),
+    opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
+    passes: Optional[str] = typer.Option(None, "--passes", help="As `build --passes`."),
+    stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="As `build --stack` (auto: judged with the board's reservation)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
 ) -> None:
     """What the model needs and whether it fits the board, from the file alone (no toolchain, no QEMU): per
-    operator MACs, weights and live bytes; every operator edgemem lacks; the RAM floor and a plan next to the
-    board's RAM; the largest value of a symbolic dimension that fits. Exit 4 if an operator is unsupported, 5 if
-    the model cannot fit, else 0."""
+    operator MACs, weights and live bytes; every operator edgemem lacks; the arena `build` plans with the same
+    options, the RAM floor, next to the board's RAM; the largest value of a symbolic dimension that fits. Exit 4
+    if an operator is unsupported, 5 if the model cannot fit, else 0."""
     from .analyze import analyze as run_analysis
+    from .pipeline import BuildOptions
 
-    a = run_analysis(model, board, ram, flash)
+    options = BuildOptions(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
+                           passes=_pass_names(passes), stack=stack)  # fmt: skip
+    a = run_analysis(model, board, ram, flash, options)
     if as_json:
         _json(a.to_json())
     else:
@@ -326,7 +345,15 @@ def analyze(
 
 
 def _print_analysis(a) -> None:
-    t = Table("#", "operator", "type", "output", "MACs", "weights", "live (file order)", title=f"{Path(a.model).name}: operators")
+    from rich import box
+
+    t = Table("#", "operator", "type", "output", "MACs", "weights", "live", title=f"{Path(a.model).name}: operators",
+              caption="live: activation bytes at the operator's step, file order", box=box.SIMPLE_HEAD,
+              pad_edge=False)  # fmt: skip
+    for column in t.columns[:2]:
+        column.no_wrap = True
+    for column in t.columns[4:]:
+        column.justify = "right"
     peak = max((r.live_bytes for r in a.operators), default=0)
     for r in a.operators:
         name = r.name if r.supported else f"[red]{r.name} (no kernel)[/]"
@@ -335,9 +362,14 @@ def _print_analysis(a) -> None:
                   f"{r.weight_bytes:,}", live)  # fmt: skip
     out.print(t)
     s = Table(title=f"{Path(a.model).name} on {a.board}", show_header=False)
-    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or placement uses less)")
-    s.add_row("arena, file order", f"{a.file_order_arena_bytes:,} B (a plan the build reaches at worst)")
-    s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,}-byte stack)")
+    arena = "no placement fits" if a.arena_bytes is None else f"{a.arena_bytes:,} B"
+    s.add_row("arena (as build)" if a.arena_exact else "arena (estimate)",
+              f"{arena}: {a.scheduler} order, {a.planner or '-'}; passes {', '.join(a.passes_modeled) or 'none'}")
+    if not a.arena_exact:
+        s.add_row("", a.plan_note.rsplit("; ", 1)[-1])
+    s.add_row("lower bound", f"{a.lower_bound_bytes:,} B (that order's peak live bytes)")
+    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower)")
+    s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)")
     s.add_row("weights (flash)", f"{a.weights_bytes:,} B of {a.board_flash_bytes:,} B")
     s.add_row("MACs", f"{a.macs:,}")
     if a.symbolic:
@@ -472,22 +504,41 @@ def _print_validation(report: dict) -> None:
               f"matching[/], max |diff| {report['max_abs_diff']}", highlight=False)  # fmt: skip
 
 
+def _size_short(n: int) -> str:
+    """A memory size in 5 characters or fewer: 16K, 320K, 1M, 8512K."""
+    return f"{n >> 20}M" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10}K" if n % 1024 == 0 else f"{n:,}"
+
+
+def _core_short(core) -> str:
+    """cortex-m7 with an FPU -> M7F, cortex-m0plus -> M0+."""
+    name = core.cpu.removeprefix("cortex-").upper().replace("PLUS", "+")
+    return name + ("F" if core.has_fpu else "")
+
+
 @app.command()
 @_errors
 def boards() -> None:
     """List the boards edgemem knows, with their RAM, flash, QEMU stand-in and real-board image (serial port, ticks)."""
+    from rich import box
+
     from .board import list_boards, load_board
 
-    t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", "RAM regions")
-    for column in (0, 4):
-        t.columns[column].no_wrap = True
+    compact = {"box": box.SIMPLE_HEAD, "pad_edge": False}  # no vertical rules: one line per board in 80 columns
+    t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", title="boards", **compact)
+    r = Table("board", "RAM regions (fast: hot tensors first with --pool-per-region)", **compact)
+    for column in t.columns:
+        column.no_wrap = True
+    for column in t.columns[2:4]:
+        column.justify = "right"
+    r.columns[0].no_wrap = True
     for name in list_boards():
         b = load_board(name)
-        regions = ", ".join(f"{r.name} {r.size // 1024}K{' fast' if r.speed == 'fast' else ''}" for r in b.ram)
         image = f"{b.device.uart}, {b.device.ticks}" if b.device else "-"
-        t.add_row(name, b.core.cpu + ("F" if b.core.has_fpu else ""), f"{b.ram_bytes // 1024} KiB",
-                  f"{b.flash_bytes // 1024} KiB", b.qemu.machine if b.qemu else "none yet", image, regions)  # fmt: skip
+        t.add_row(name, _core_short(b.core), _size_short(b.ram_bytes), _size_short(b.flash_bytes),
+                  b.qemu.machine if b.qemu else "none yet", image)  # fmt: skip
+        r.add_row(name, ", ".join(f"{x.name} {_size_short(x.size)}{' fast' if x.speed == 'fast' else ''}" for x in b.ram))
     out.print(t)
+    out.print(r)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,7 @@ entry point (--dim) in symbolic.py.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .board import Board, load_board
-from .budget import board_with_budget, check_flash, check_floor, ram_budget
+from .budget import board_with_budget, check_flash, check_floor, ram_budget, with_stack
 from .build_info import BuildInfo, collect_build_info
 from .errors import DoesNotFitError, ToolchainError
 from .ir.graph import OpGraph
 from .plan import ArenaPlan
 from .project_dir import check_output_dir, write_atomically
 from .schedule import Schedule
-from .target.toolchain import DEVICE_DIR, FirmwareSizes
+from .target.image import DEVICE_DIR
+from .target.toolchain import FirmwareSizes
 
 
 @dataclass
@@ -44,6 +46,7 @@ class BuildOptions:
     opt_seed: int = 0  # the orchestrator's seed (same seed, same passes)
     opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
     passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
+    stack: int | str | None = None  # reserved stack: bytes, "auto" (call-graph bound + margin), None: the board's
 
 
 @dataclass
@@ -92,15 +95,15 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     from .plan.graph_plan import plan_graph, predicted_steps
     from .report import memory_info, write_report
     from .schedule.best import schedule_tried
-    from .target.stack_usage import stack_estimate
-    from .target.toolchain import render_firmware_files
+    from .target.image import qemu_image
+    from .target.toolchain import render_image
 
     options = options or BuildOptions()
     stage = Stages(observer)
     t0 = time.perf_counter()
     with stage("check"):  # what can be refused from the file alone, before the expensive stages
         check_output_dir(Path(model_path), Path(out_dir))
-        board = board_with_budget(load_board(board_name), options.ram, options.flash)
+        board = with_stack(board_with_budget(load_board(board_name), options.ram, options.flash), options.stack)
         budget = ram_budget(board)
         check_floor(Path(model_path), board, floor_passes(options))
     with stage("import"):
@@ -139,17 +142,24 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             for name, text in sources.items():
                 if name != "profile_inputs.c" or options.profile:
                     (project / name).write_text(text)
-            render_firmware_files(board, project, split_regions=options.pool_per_region, profile=options.profile)
+            render_image(qemu_image(board, split_regions=options.pool_per_region, profile=options.profile), project)
             write_library(project, sources, board, model.path.name)
+            stack = None
             if options.compile:
                 result.sizes = _link(project, board, plan)
+                stack = _stack_bound(project, board)
+                if options.stack == "auto":  # relink with the call graph's bound + margin (target/stack.py)
+                    result.board = _auto_stack(project, board, stack, options.pool_per_region, options.profile)
+                    result.sizes = _link(project, result.board, plan)
         device_sizes = None
         if board_image:
             with stage("board image"):
-                device_sizes = _link_device(project, board, plan, sources)
+                device_sizes = _link_device(project, board, plan, sources, options.stack == "auto")
         with stage("report"):
-            info = collect_build_info(model, board, graph, schedule, plan, result.sizes, schedulers,
-                                      stack_estimate=stack_estimate(project, graph), seconds=0.0)  # fmt: skip
+            info = collect_build_info(model, result.board, graph, schedule, plan, result.sizes, schedulers,
+                                      stack_estimate=stack.bytes if stack else 0, seconds=0.0)  # fmt: skip
+            if stack is not None:
+                info.stack = _stack_info(stack, result.sizes.stack_bytes, options.stack == "auto")
             info.pass_baselines = passes_report.pop("baselines", {})
             info.passes = passes_report
             info.memory = memory_info(graph, schedule, buffers, plan, board, budget)  # report.html's figures
@@ -187,19 +197,62 @@ def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
         raise
 
 
-def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict) -> FirmwareSizes:
+def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, auto_stack: bool = False) -> FirmwareSizes:
     """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
-    cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads)."""
-    from .target.toolchain import render_device_files
+    cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads); with
+    ``auto_stack`` its stack sized from its own call graph (its UART runtime differs from QEMU's)."""
+    from .target.image import device_image
+    from .target.toolchain import render_image, render_linker_script
 
-    return _link(render_device_files(board, project, sources), board, plan)
+    image = device_image(board)
+    render_image(image, project, sources=sources)
+    device_dir = project / DEVICE_DIR
+    sizes = _link(device_dir, board, plan)
+    if auto_stack:
+        from .target.stack import auto_stack_size, stack_bound
+
+        size = auto_stack_size(stack_bound(device_dir, board.core.has_fpu))
+        render_linker_script(image, project, stack_size=size)
+        sizes = _link(device_dir, dataclasses.replace(board, stack_size=size), plan)
+    return sizes
+
+
+def _stack_bound(project: Path, board: Board):
+    """The firmware's worst-case stack from gcc's call graph (target/stack.py), None without the .ci files."""
+    from .target.stack import stack_bound
+
+    try:
+        return stack_bound(project, board.core.has_fpu)
+    except ToolchainError:
+        return None
+
+
+def _auto_stack(project: Path, board: Board, bound, split_regions: bool, profile: bool) -> Board:
+    """``--stack auto``: the linker script again with the stack sized from the call graph (bound + margin)."""
+    from .target.image import qemu_image
+    from .target.stack import auto_stack_size, stack_bound
+    from .target.toolchain import render_linker_script
+
+    if bound is None:
+        bound = stack_bound(project, board.core.has_fpu)  # raises with the reason (no .ci files, recursion)
+    board = dataclasses.replace(board, stack_size=auto_stack_size(bound))
+    render_linker_script(qemu_image(board, split_regions=split_regions, profile=profile), project)
+    return board
+
+
+def _stack_info(bound, reserved: int, auto: bool) -> dict:
+    """edgemem.json's ``stack``: the call graph's bound (target/stack.py) next to the reservation."""
+    return {"auto": auto, "reserved_bytes": reserved, "bound_bytes": bound.bytes, "main_path_bytes": bound.main_bytes,
+            "main_path": bound.main_path, "interrupt_bytes": bound.interrupt_bytes,
+            "interrupt_handler": bound.interrupt_handler, "fault_bytes": bound.fault_bytes,
+            "margin_bytes": reserved - bound.bytes}  # fmt: skip
 
 
 # Names that lived here before the pipeline was split (issue 18), for scripts and branches written against
 # them: each now has its own module. Reading one warns and says where it went.
 _MOVED = {
     "run": "edgemem.device_run", "load_build_info": "edgemem.build_info", "BUILD_INFO": "edgemem.build_info",
-    "board_with_budget": "edgemem.budget", "predicted_steps": "edgemem.plan.graph_plan",
+    "board_with_budget": "edgemem.budget", "with_stack": "edgemem.budget", "predicted_steps": "edgemem.plan.graph_plan",
 }  # fmt: skip
 
 

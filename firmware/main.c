@@ -317,7 +317,7 @@ int main(void)
     (void)em_console_getc(); /* the host is listening: start */
 #endif
     em_puts("EDGEMEM begin board=" EM_BOARD_NAME "\n");
-#if defined(EM_TIMER_DWT)
+#if defined(EM_TICK_CYCLES)
     em_stat("tick_cycles", 1u); /* ticks are core clock cycles (a board image's DWT counter) */
 #endif
     for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {

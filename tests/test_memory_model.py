@@ -19,7 +19,7 @@ from edgemem.frontend.footprint import file_order_live_ranges, operator_floor_by
 from edgemem.frontend.tflite_import import read_tflite
 from edgemem.plan import Buffer, lower_bound
 from edgemem.schedule.dag import Dag
-from edgemem.schedule.random_graphs import FAMILIES, generate
+from random_graphs import FAMILIES, generate
 from edgemem.schedule.symbolic import SymDag, evaluate, parse_dim
 
 from shared_models import MODELS, model_path

@@ -159,7 +159,8 @@ def check_memory_section(info: dict) -> None:
     assert mem["peak"]["bytes"] == info["lower_bound_bytes"] and mem["live_bytes"][mem["peak"]["step"]] == mem["peak"]["bytes"]
     for name, curve in mem["curves"].items():
         assert len(curve) == len(steps) and max(curve) == info["schedulers_tried"][name], name
-    assert {"file", "rpo"} <= set(mem["curves"])
+    # every scheduler that ran has its curve (hierarchical and exact too: their orders, not only their peaks)
+    assert set(mem["curves"]) == set(info["schedulers_tried"]) and {"file", "rpo", "hierarchical"} <= set(mem["curves"])
     # the placements: inside their pool, never two live tensors on the same bytes (but in-place pairs)
     for t in tensors:
         assert 0 <= t["offset"] and t["offset"] + t["bytes"] <= info["arena_pools"][t["pool"]], t
@@ -197,6 +198,7 @@ def check_dom(dom: Dom, info: dict, profile: dict | None) -> None:
         assert int(row["macs"]) == s["macs"] and int(row["weights_bytes"]) == s["weights_bytes"]
         assert int(row["live_bytes"]) == s["live_bytes"] and int(row["high_water_bytes"]) == sum(s["high_water_bytes"])
     assert int(dom.curves[info["scheduler"]]["data-peak"]) == info["lower_bound_bytes"]
+    assert {k: int(v["data-peak"]) for k, v in dom.curves.items()} == {k: max(c) for k, c in mem["curves"].items()}
     if profile is None:
         assert "measured_high_water_bytes" not in dom.rows[0]
         return

@@ -163,17 +163,18 @@ _INTEGERIZE = (
 
 def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -> dict:
     """What the build would get from ``mod``: arena bytes (best order found, then planned), flash bytes of
-    constants, MACs, number of kernels and of RAM tensors."""
+    constants, MACs, number of kernels and of RAM tensors. The same steps as the build's (best_schedule on
+    the graph's Dag, its buffers by schedule.liveness.arena_buffers, plan_arena in one pool); the build
+    passes its own scheduling budget."""
     from ..ir.graph import read_graph
-    from ..plan import Buffer, plan_arena
+    from ..plan import plan_arena
     from ..schedule.best import best_schedule
     from ..schedule.dag import Dag
-    from ..schedule.liveness import live_ranges
+    from ..schedule.liveness import arena_buffers
 
     graph = read_graph(mod)
     order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
-    buffers = [Buffer(r.name, max(r.size, 1), r.first, r.last, align, alias=r.alias) for r in live_ranges(graph, order)]
-    plan = plan_arena(buffers)
+    plan = plan_arena(arena_buffers(graph, order, align))
     return {
         "arena_bytes": plan.total_bytes,
         "peak_bytes": peak,

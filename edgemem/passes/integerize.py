@@ -31,10 +31,10 @@ from . import kernel_spec
 from .rewrite import abandon
 from ..kernels.fixed_point import (
     activation_range,
+    add_rescale,
     conv_multipliers,
     fully_connected_multiplier,
     mul_multiplier,
-    quantize_multiplier,
     rescale_multiplier,
 )
 from ..kernels.int8_ops import Requant
@@ -565,30 +565,16 @@ class _Integerizer:
         if not same_shape:
             return self._broadcast_add(out_shape, d1, d2, out_scale, rq)
         left_shift = 20
-        s1, s2 = np.float32(d1.scalar_scale), np.float32(d2.scalar_scale)
-        twice_max = 2.0 * float(max(s1, s2))
-        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
-        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
-        mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * float(np.float32(out_scale))))
-        prim = int8_ops.add(tuple(out_shape), d1.scalar_zp, d2.scalar_zp, left_shift, m1, sh1, m2, sh2, mo, sho, rq)
+        mults = add_rescale(d1.scalar_scale, d2.scalar_scale, out_scale, left_shift)
+        prim = int8_ops.add(tuple(out_shape), d1.scalar_zp, d2.scalar_zp, left_shift, *mults, rq)
         args = [self._act(d1.source), self._act(d2.source)]
         return self._call(self._name("add"), prim, args, out_shape, "ADD", 0)
-
-    @staticmethod
-    def _add_multipliers(s1, s2, out_scale, left_shift):
-        """TFLM's ADD: both inputs rescaled to twice the larger input scale, then to the output."""
-        s1, s2 = np.float32(s1), np.float32(s2)
-        twice_max = 2.0 * float(max(s1, s2))
-        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
-        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
-        mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * float(np.float32(out_scale))))
-        return m1, sh1, m2, sh2, mo, sho
 
     def _broadcast_add(self, out_shape, d1: Dequant, d2: Dequant, out_scale, rq):
         """ADD with a constant operand or numpy broadcasting (TFLM's broadcast path: the same
         per-element arithmetic)."""
         (a, a_shape), (b, b_shape) = self._operand(d1, "ADD"), self._operand(d2, "ADD")
-        mults = self._add_multipliers(d1.scalar_scale, d2.scalar_scale, out_scale, 20)
+        mults = add_rescale(d1.scalar_scale, d2.scalar_scale, out_scale, 20)
         prim = int8_ops.broadcast_add(a_shape, b_shape, tuple(out_shape), d1.scalar_zp, d2.scalar_zp, 20, *mults, rq)
         return self._call(self._name("add"), prim, [a, b], out_shape, "ADD", 0)
 

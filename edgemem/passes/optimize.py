@@ -73,7 +73,8 @@ def _orchestrate(mod, board, options, ram_budget: int):
     passes = [p for p in catalogue() if options.inplace or not p.name.startswith("inplace")]
     result = orchestrate(mod, passes, seed=options.opt_seed, time_budget=options.opt_seconds,
                          target_bytes=ram_budget, margin=options.opt_margin, baselines=("none", "tvm_default", "fixed"),
-                         fixed_sequence=DEFAULT_SEQUENCE, measure_fn=lambda m: measure(m, board.arena_align))  # fmt: skip
+                         fixed_sequence=DEFAULT_SEQUENCE,
+                         measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds))  # fmt: skip
     report = result.report()
     report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
     return result.module, {**report, "baselines": result.baselines}

@@ -73,33 +73,16 @@ def _blocks(sch) -> list:
 _SCRATCH_CACHE: dict[int, int] = {}  # structural hash of a fused kernel -> its scratch bytes
 
 
-def _allocating_passes() -> list:
-    """The part of the C path's TIR lowering (codegen/kernels_c.py) that decides the allocations: up to
-    FlattenBuffer, then StorageRewrite. The passes left out only simplify (HoistIfThenElse and RemoveNoOp
-    are most of the time on fused kernels with inlined PAD bounds); measured on every fused kernel of the
-    shared models (66 scheduled, 66 as FuseTIR leaves them): the same allocations, 1/10 of the time."""
-    from ..codegen.kernels_c import _lowering_passes
-
-    passes = _lowering_passes()
-    names = [p.info.name for p in passes]
-    cut = names.index("tirx.FlattenBuffer") + 1
-    return passes[:cut] + [p for p in passes[cut:] if p.info.name == "tirx.StorageRewrite"]
-
-
 def _scratch_bytes(funcs: dict[str, tirx.PrimFunc]) -> dict[str, int]:
     """Bytes of scratch each kernel allocates once lowered for plain C (cached: the orchestrator meets
     the same fused kernels in many states). Raises if a kernel does not lower."""
-    from ..codegen.kernels_c import _alloc_bytes, _prepare_module, _target
+    from ..codegen.kernels_c import allocation_bytes
 
     keys = {name: tvm_ffi.structural_hash(f) for name, f in funcs.items()}
     todo = {name: f for name, f in funcs.items() if keys[name] not in _SCRATCH_CACHE}
     if todo:
-        mod = tirx.transform.BindTarget(_target())(_prepare_module(todo))
-        with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_vectorize": True}):
-            lowered = tvm.transform.Sequential(_allocating_passes())(mod)
-        for gv, f in lowered.functions.items():
-            if isinstance(f, tirx.PrimFunc) and gv.name_hint in todo:
-                _SCRATCH_CACHE[keys[gv.name_hint]] = sum(n for _, n in _alloc_bytes(f, gv.name_hint))
+        for name, nbytes in allocation_bytes(todo).items():
+            _SCRATCH_CACHE[keys[name]] = nbytes
     return {name: _SCRATCH_CACHE[keys[name]] for name in funcs}
 
 

@@ -19,14 +19,11 @@ STATIC_RESERVE = 1024
 
 
 def graph_buffers(graph, schedule, align: int) -> list[Buffer]:
-    """One planner buffer per storage tensor, live over its range in the schedule's order."""
-    from ..schedule.liveness import live_ranges
+    """One planner buffer per storage tensor, live over its range in the schedule's order (also what the pass
+    orchestrator measures candidates with: schedule/liveness.arena_buffers)."""
+    from ..schedule.liveness import arena_buffers
 
-    # Heat: how many kernels touch the tensor; the planner puts the hottest ones in fast pools.
-    return [
-        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)), alias=r.alias)
-        for r in live_ranges(graph, schedule.order)
-    ]
+    return arena_buffers(graph, schedule.order, align)
 
 
 def board_pools(board, per_region: bool) -> list[Pool]:

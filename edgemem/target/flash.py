@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edgemem.board import FLASH_TOOLS, Board, FlasherConfig
 from edgemem.errors import DeviceError, EdgememError, ToolchainError, tail
-from edgemem.target.toolchain import DEVICE_DIR
+from edgemem.target.image import DEVICE_DIR
 
 IMAGE = "firmware.bin"
 OBJCOPY = "arm-none-eabi-objcopy"
