@@ -18,7 +18,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgemem import pipeline  # noqa: E402
+from edgemem import device_run, pipeline  # noqa: E402
 from edgemem.board import load_board  # noqa: E402
 from edgemem.reference import seeded_inputs, tflm_outputs  # noqa: E402
 
@@ -35,7 +35,7 @@ def measure(path: Path, board: str) -> dict:
         runs = []
         for seed in range(3):
             x = seeded_inputs(path, seed)
-            res = pipeline.run(Path(tmp) / "p", x)
+            res = device_run.run(Path(tmp) / "p", x)
             exact = all(np.array_equal(o, r) for o, r in zip(res["output_arrays"], tflm_outputs(path, x)))
             runs.append((res, exact))
     peak = max(r["peak_stack_bytes"] for r, _ in runs)

@@ -138,7 +138,8 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     from .frontend.support import unsupported_operators
     from .memory import from_tflite
     from .passes.catalogue import catalogue, floor_capabilities
-    from .pipeline import BuildOptions, _file_order_plan, _ram_budget, board_with_budget, with_stack
+    from .budget import board_with_budget, file_order_plan, ram_budget, with_stack
+    from .pipeline import BuildOptions
 
     options = options or BuildOptions()
     path = Path(model_path)
@@ -174,8 +175,8 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     from .frontend.footprint import operator_floor_bytes
 
     floor, floor_op = operator_floor_bytes(model, capabilities=floor_capabilities(every_pass, model))
-    file_bytes, _ = _file_order_plan(model, board.arena_align)
-    budget = _ram_budget(board)
+    file_bytes, _ = file_order_plan(model, board.arena_align)
+    budget = ram_budget(board)
     plan = build_plan(model, folded, constants, board, options)
     floats = sorted({r.name for r in rows if r.operand_type == "float32" and r.name not in ("QUANTIZE", "DEQUANTIZE")
                      and r.index not in folded})  # fmt: skip
@@ -389,12 +390,13 @@ def _itemsize(t) -> int:
 
 
 def build_plan(model, folded, constants, board, options) -> dict:
-    """The build's schedule and arena plan (pipeline._schedule, pipeline._plan's placements and pools) on the
-    storage model the memory passes of ``options`` leave, without lowering."""
+    """The build's schedule and arena plan (schedule.best.schedule_tried, plan.graph_plan's placements and
+    pools) on the storage model the memory passes of ``options`` leave, without lowering."""
     from .memory import MemoryModel, Storage
     from .memory.adapters import aligned
-    from .pipeline import _pools, floor_passes
+    from .passes.optimize import floor_passes
     from .plan import Buffer, PlanError, plan_arena
+    from .plan.graph_plan import board_pools
     from .schedule.best import best_schedule
     from .schedule.dag import Dag
 
@@ -420,7 +422,7 @@ def build_plan(model, folded, constants, board, options) -> dict:
                               if unmodeled and options.passes is None else
                               f"; not modeled: {', '.join(unmodeled)}" if unmodeled else "")}  # fmt: skip
     try:
-        plan = plan_arena(buffers, _pools(board, options.pool_per_region))
+        plan = plan_arena(buffers, board_pools(board, options.pool_per_region))
     except PlanError as exc:
         return {**result, "arena_bytes": None, "arena_pools": {}, "lower_bound_bytes": int(peak), "planner": "",
                 "note": result["note"] + f"; no placement fits the board's pools: {exc}"}  # fmt: skip

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from edgemem import pipeline
+from edgemem import budget
 from edgemem.board import DEVICE_TICKS, DEVICE_UARTS, QEMU_TIMERS, QEMU_UARTS, list_boards, load_board
 from edgemem.errors import EdgememError
 from edgemem.target import image, mpu
@@ -96,9 +96,9 @@ def test_a_budget_the_mpu_cannot_guard_is_refused_where_it_enters(option):
     board = load_board("stm32f746")
     bad = 32736 if option == "ram" else 1048544  # many set bits: one MPU region per bit
     with pytest.raises(EdgememError, match=rf"--{option} 32,736|--{option} 1,048,544") as e:
-        pipeline.board_with_budget(board, **{"ram": None, "flash": None, option: bad})
+        budget.board_with_budget(board, **{"ram": None, "flash": None, option: bad})
     proposed = [int(s.replace(",", "")) for s in str(e.value).split(f"try --{option} ")[1].rstrip(".").split(" or ")]
     assert proposed[0] < bad < proposed[1]
     for size in proposed:  # what the error proposes is accepted and guarded
-        fixed = pipeline.board_with_budget(board, **{"ram": None, "flash": None, option: size})
+        fixed = budget.board_with_budget(board, **{"ram": None, "flash": None, option: size})
         assert len(image.qemu_image(fixed).mpu) <= mpu.MAX_REGIONS

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from edgemem import memory, pipeline
+from edgemem.errors import DoesNotFitError
+from edgemem.passes.optimize import run_passes
 from edgemem.frontend.footprint import file_order_live_ranges, operator_floor_bytes
 from edgemem.frontend.tflite_import import read_tflite
 from edgemem.plan import Buffer, lower_bound
@@ -144,7 +146,7 @@ def test_floor_of_the_widening_model_under_the_passes(tmp_path):
     assert operator_floor_bytes(model, capabilities=floor_capabilities(("fold_dequantize",)))[0] == 16 + 1024
     assert operator_floor_bytes(model, capabilities=floor_capabilities(("tvm_fuse_ops",)))[0] == 1024
     # no pass that may run can rescue it: still refused before lowering, with the passes named
-    with pytest.raises(pipeline.DoesNotFitError, match=r"needs at least 1,280 bytes.*\(inplace_depthwise"):
+    with pytest.raises(DoesNotFitError, match=r"needs at least 1,280 bytes.*\(inplace_depthwise"):
         pipeline.build(path, "stm32f746", tmp_path / "none", pipeline.BuildOptions(ram=17632, passes=("inplace_depthwise",)))
 
 
@@ -263,7 +265,7 @@ def _planned_arena(path: Path, passes: tuple[str, ...]) -> int:
     from edgemem.passes.lower import lower_to_kernels
 
     imported = import_tflite(path)
-    mod, _ = pipeline._run_passes(lower_to_kernels(imported.relax_mod, imported.op_labels), passes)
+    mod, _ = run_passes(lower_to_kernels(imported.relax_mod, imported.op_labels), passes)
     return evaluate(mod, ALIGN, 0.3)["arena_bytes"]
 
 
@@ -300,7 +302,7 @@ def test_dag_from_graph_evaluates_the_graph_model_with_inplace_kernels(name):
     from edgemem.schedule.liveness import live_bytes, live_ranges
 
     imported = import_tflite(model_path(name))
-    mod, _ = pipeline._run_passes(lower_to_kernels(imported.relax_mod, imported.op_labels),
+    mod, _ = run_passes(lower_to_kernels(imported.relax_mod, imported.op_labels),
                                   ("fold_pad", "inplace_depthwise", "inplace_elementwise", "concat_inplace"))  # fmt: skip
     graph = read_graph(mod)
     model = memory.from_graph(graph, ALIGN)

@@ -229,7 +229,7 @@ def check_screenshot(image, dom: Dom, info: dict) -> None:
         bottom = box["y"] + TOP + TIMELINE_H
 
         def at(step: float, offset: float) -> tuple[float, float]:
-            return box["x"] + LEFT + step * sw, bottom - offset * k
+            return box["x"] + LEFT + step * sw, bottom - offset * k  # noqa: B023 (called in this iteration)
 
         group = [t for t in mem["tensors"] if t["pool"] == pool]
         checked = 0

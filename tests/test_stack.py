@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from edgemem import pipeline
+from edgemem import budget, device_run, pipeline
 from edgemem.errors import EdgememError, ToolchainError
 from edgemem.reference import seeded_inputs, tflm_outputs
 from edgemem.target import stack
@@ -76,8 +76,8 @@ def test_stack_size_must_be_a_multiple_of_8():
     from edgemem.board import load_board
 
     with pytest.raises(EdgememError, match="multiple of 8"):
-        pipeline.with_stack(load_board("stm32f746"), 1001)
-    assert pipeline.with_stack(load_board("stm32f746"), 4096).stack_size == 4096
+        budget.with_stack(load_board("stm32f746"), 1001)
+    assert budget.with_stack(load_board("stm32f746"), 4096).stack_size == 4096
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_auto_stack_is_the_bound_plus_margin_and_covers_the_painted_peak(auto_bu
     assert 0 <= padding < 32
     assert info["total_ram_bytes"] == info["arena_bytes"] + padding + info["static_ram_bytes"] + st["reserved_bytes"]
     x = seeded_inputs(EXAMPLE, 1)
-    res = pipeline.run(proj, x)
+    res = device_run.run(proj, x)
     assert res["bit_exact"] and res["arena_high_water_bytes"] == info["arena_bytes"]
     for out, ref in zip(res["output_arrays"], tflm_outputs(EXAMPLE, x)):
         assert (out == ref).all()
@@ -114,11 +114,11 @@ def test_auto_stack_is_the_bound_plus_margin_and_covers_the_painted_peak(auto_bu
 def test_a_stack_below_the_painted_peak_faults(auto_build, tmp_path):
     """The control: the same model with the stack 64 bytes under the measured peak must not run."""
     proj, result = auto_build
-    measured = pipeline.run(proj)["peak_stack_bytes"]
+    measured = device_run.run(proj)["peak_stack_bytes"]
     small = (measured - 64) // 8 * 8
     pipeline.build(EXAMPLE, "stm32f746", tmp_path / "small", pipeline.BuildOptions(stack=small, opt_seconds=0))
     with pytest.raises(EdgememError, match="stack_overflow|fault"):
-        pipeline.run(tmp_path / "small")
+        device_run.run(tmp_path / "small")
 
 
 def test_cli_stack_auto_and_units(tmp_path):
@@ -139,6 +139,6 @@ def test_auto_stack_on_cortex_m0_with_libgcc_calls(tmp_path):
     result = pipeline.build(EXAMPLE, "bbc-microbit", tmp_path / "m0", pipeline.BuildOptions(stack="auto", opt_seconds=0))
     st = result.info["stack"]
     assert st["interrupt_bytes"] >= 36  # no FPU: 8 stacked words + alignment, plus the handler
-    res = pipeline.run(tmp_path / "m0", seeded_inputs(EXAMPLE, 2))
+    res = device_run.run(tmp_path / "m0", seeded_inputs(EXAMPLE, 2))
     assert res["bit_exact"] and res["arena_high_water_bytes"] == result.info["arena_bytes"]
     assert res["peak_stack_bytes"] <= st["main_path_bytes"] <= st["reserved_bytes"] == result.sizes.stack_bytes

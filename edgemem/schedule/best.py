@@ -41,3 +41,12 @@ def schedule_graph(graph, align: int = 4, time_budget: float = 3.0) -> Schedule:
     """best_schedule on an OpGraph: its op indices, peak as liveness.peak_bytes(graph, order, align)."""
     order, peak, report = best_schedule(Dag.from_graph(graph, align), time_budget)
     return Schedule(order, peak, report["best"], {k: r["order"] for k, r in report.items() if isinstance(r, dict)})
+
+
+def schedule_tried(graph, align: int, time_budget: float) -> tuple[Schedule, dict[str, int]]:
+    """schedule_graph, and the peak bytes of every scheduler tried (the build report's "schedulers_tried"; the
+    orders themselves go with the Schedule, for report.html's curves)."""
+    order, peak, report = best_schedule(Dag.from_graph(graph, align), time_budget)
+    tried = {name: r["peak"] for name, r in report.items() if isinstance(r, dict)}
+    orders = {name: r["order"] for name, r in report.items() if isinstance(r, dict)}
+    return Schedule(order, peak, report["best"], orders), tried

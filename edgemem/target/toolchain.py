@@ -12,7 +12,7 @@ from pathlib import Path
 
 from edgemem.board import Board
 from edgemem.codegen.templates import environment as _env
-from edgemem.errors import ToolchainError
+from edgemem.errors import ToolchainError, tail
 from edgemem.target.image import Image, qemu_image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,10 +144,6 @@ def _require(tool: str) -> str:
     return path
 
 
-def _tail(text: str, limit: int = 6000) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "...\n" + text[-limit:]
-
 
 def build_firmware(
     project_dir: str | Path,
@@ -182,7 +178,7 @@ def build_firmware(
         stamp.unlink(missing_ok=True)
         raise ToolchainError(
             f"building the firmware in {project} failed (make exit {proc.returncode}"
-            f"{', board ' + board.name if board else ''}):\n{_tail(proc.stderr or proc.stdout)}"
+            f"{', board ' + board.name if board else ''}):\n{tail(proc.stderr or proc.stdout, 6000)}"
         )
     stamp.write_text(flags)
     return firmware_sizes(project / "firmware.elf")
