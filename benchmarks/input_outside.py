@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgemem import pipeline  # noqa: E402
+from edgemem.device_run import run as run_on_device
 
 MODELS = ROOT.parent / "shared" / "models"
 DEFAULT = {  # name -> (ram, flash) overrides
@@ -36,7 +37,7 @@ def measure(name: str, outside: bool) -> dict:
         result = pipeline.build(MODELS / f"{name}.tflite", "stm32f746", Path(tmp) / "p",
                                 pipeline.BuildOptions(ram=ram, flash=flash, input_outside=outside))  # fmt: skip
         seconds = time.perf_counter() - t0
-        run = pipeline.run(Path(tmp) / "p", seed=0, timeout_s=1200)
+        run = run_on_device(Path(tmp) / "p", seed=0, timeout_s=1200)
     info = result.info
     peak_step = info["memory"]["peak"]["step"]
     inputs = [t for t in info["memory"]["tensors"] if t["role"] == "input"]

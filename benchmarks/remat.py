@@ -20,6 +20,7 @@ from edgemem import pipeline  # noqa: E402
 from edgemem.frontend.tflite_import import import_tflite  # noqa: E402
 from edgemem.passes import remat as rm  # noqa: E402
 from edgemem.passes.lower import lower_to_kernels  # noqa: E402
+from edgemem.device_run import run as run_on_device
 
 MODELS = ROOT.parent / "shared" / "models"
 FIXED = ("fold_pad", "inplace_depthwise", "inplace_elementwise")
@@ -57,7 +58,7 @@ def unet() -> None:
             for passes in (FIXED, FIXED + ("remat",)):
                 out = Path(tmp) / f"p{k}{len(passes)}"
                 info = pipeline.build(model, "stm32f746", out, pipeline.BuildOptions(passes=passes, input_outside=outside)).info
-                run = pipeline.run(out, seed=0)
+                run = run_on_device(out, seed=0)
                 print(f"| {name} | {'out' if outside else 'in'} | {', '.join(passes)} | {info['arena_bytes']:,} | "
                       f"{run['arena_high_water_bytes']:,} | {run['bit_exact']} | {run['instructions']:,} | {info['ops']} | "
                       f"{info['flash_bytes']:,} |", flush=True)  # fmt: skip

@@ -21,6 +21,7 @@ import pytest
 
 from edgemem import pipeline
 from edgemem.target.host import SANITIZE_FLAGS, SANITIZER_ENV, WARNING_FLAGS, write_host_sources
+from edgemem.device_run import run as run_on_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from small_models import _conv, mm  # noqa: E402
@@ -94,7 +95,7 @@ def test_generated_api(builds):
 def test_qemu_bit_exact_and_high_water_equals_plan(builds, model):
     project, info = builds["outside"]
     for seed in (0, 1):
-        res = pipeline.run(project, seed=seed)
+        res = run_on_device(project, seed=seed)
         assert res["bit_exact"] is True, res
         assert res["arena_high_water_bytes"] == info["arena_bytes"], res
     # the harness keeps the input in its own .bss buffer: static RAM grows by it, the arena does not

@@ -25,6 +25,7 @@ from edgemem.kernels.logistic import logistic_table
 
 pytest.importorskip("tflite_micro")
 from edgemem.reference import seeded_inputs, tflm_arena_bytes, tflm_outputs  # noqa: E402
+from edgemem.device_run import run as run_on_device
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT.parent / "shared" / "models"
@@ -90,7 +91,7 @@ def test_lstm_model_bit_exact_under_qemu(name, tmp_path):
     assert result.info["arena_bytes"] < tflm_arena_bytes(path)["head"]
     for seed in (0, 1):
         x = seeded_inputs(path, seed)
-        res = pipeline.run(tmp_path / "p", x)
+        res = run_on_device(tmp_path / "p", x)
         np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
         # the device touches the arena up to its last byte but the alignment padding (4)
         assert result.info["arena_bytes"] - 4 < res["arena_high_water_bytes"] <= result.info["arena_bytes"]

@@ -24,7 +24,9 @@ import pytest
 
 from edgemem import memory, pipeline
 from edgemem.passes import remat as rm
-from edgemem.schedule.random_graphs import FAMILIES, generate
+from edgemem.passes.optimize import run_passes
+from edgemem.device_run import run as run_on_device
+from random_graphs import FAMILIES, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from small_models import _Q, _conv, mm  # noqa: E402
@@ -147,7 +149,7 @@ def test_unet_on_qemu_bit_exact_and_lower_arena(models, tmp_path):
                    ("fold_pad", "inplace_depthwise", "inplace_elementwise", "remat")):  # fmt: skip
         out = tmp_path / str(len(passes))
         info = pipeline.build(models["wide"], "stm32f746", out, pipeline.BuildOptions(passes=passes)).info
-        res = pipeline.run(out, seed=1)
+        res = run_on_device(out, seed=1)
         assert res["bit_exact"] is True, res
         assert res["arena_high_water_bytes"] == info["arena_bytes"], res
         arenas[passes[-1]] = info["arena_bytes"]
@@ -219,7 +221,7 @@ def test_unet_widths_never_raised_after_the_inplace_passes(models, width, seed, 
 
     path = tmp_path / "u.tflite"
     path.write_bytes(unet_model(width, seed))
-    mod, _ = pipeline._run_passes(_lowered(path), ("fold_pad", "inplace_depthwise", "inplace_elementwise"))
+    mod, _ = run_passes(_lowered(path), ("fold_pad", "inplace_depthwise", "inplace_elementwise"))
     report: dict = {}
     new = rm.remat(mod, 16, report=report)
     before, after = (best_schedule(Dag.from_graph(read_graph(m), 16), 0.5)[1] for m in (mod, new))
@@ -247,6 +249,6 @@ def test_input_outside_makes_the_input_free_to_recompute_from(models, tmp_path):
         arenas[passes[-1]] = info["arena_bytes"]
         if shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc"):
             pytest.importorskip("tflite_micro")
-            res = pipeline.run(out, seed=2)
+            res = run_on_device(out, seed=2)
             assert res["bit_exact"] is True and res["arena_high_water_bytes"] == info["arena_bytes"], res
     assert arenas["remat"] == arenas["inplace_elementwise"] - 32 * 32 * 4, arenas

@@ -25,6 +25,7 @@ from edgemem import pipeline, profiling
 from edgemem.cli import app
 from edgemem.report import render_report, write_report
 from edgemem.report.render import LEFT, PEAK_FILL, PLOT_W, TIMELINE_H, TOP
+from edgemem.build_info import load_build_info
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "models"
@@ -132,7 +133,7 @@ def chromium(page: Path, png: Path) -> str:
 
 def _build(model, out: Path, **options) -> dict:
     pipeline.build(model, "stm32f746", out, pipeline.BuildOptions(overwrite=True, **options))
-    return pipeline.load_build_info(out)
+    return load_build_info(out)
 
 
 def _padded(n: int, align: int) -> int:
@@ -289,7 +290,7 @@ def test_report_profiled_kws_tiny_measured_next_to_planned(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["build", str(EXAMPLE), "-o", str(out), "--profile", "--run", "--json"])
     assert result.exit_code == 0, result.output
-    info = pipeline.load_build_info(out)
+    info = load_build_info(out)
     check_memory_section(info)
     profile = json.loads((out / profiling.PROFILE_JSON).read_text())
     # the device measured the high-water marks the plan predicts, step by step

@@ -7,7 +7,7 @@ them: the original dies after its early readers, and the copy is born late. That
 when the tensor is live, unread, at a peak step; elsewhere it only adds work.
 
 The decision is made on the operator DAG (``schedule.dag.Dag``, the storage model's evaluator) and is
-independent of Relax, so it is also tested on the random graphs of ``schedule/random_graphs.py``:
+independent of Relax, so it is also tested on the random graphs of ``tests/random_graphs.py``:
 
 - candidates: a cheap op ``v`` and a split of its readers (in the current best order) such that some
   peak step lies strictly between the last early reader and the first late one (``candidates``);
