@@ -209,8 +209,8 @@ def _file_order_plan(model, align: int) -> tuple[int, str]:
 def _optimize(mod, board: Board, options: BuildOptions):
     """The memory passes on the lowered module: the orchestrator (passes/orchestrate.py) within
     ``opt_seconds``, stopping once the arena fits the board's RAM with ``opt_margin`` to spare; else
-    edgemem's fixed default sequence (PAD folding, then in-place depthwise, which folding enables, then
-    in-place element-wise). Returns the module and what each pass did (with the baselines when
+    edgemem's fixed default sequence (PAD folding, then in-place depthwise, which folding enables, the
+    residual ADD fused into its convolution over the skip, then in-place element-wise). Returns the module and what each pass did (with the baselines when
     orchestrated)."""
     if options.passes is not None:
         return _run_passes(mod, options.passes)
@@ -218,10 +218,12 @@ def _optimize(mod, board: Board, options: BuildOptions):
         return _orchestrate(mod, board, options)
     from .passes.fold_pad import fold_pad
     from .passes.inplace import inplace_depthwise, inplace_elementwise
+    from .passes.residual import residual_inplace
 
     sequence = [("fold_pad", fold_pad)]
     if options.inplace:
-        sequence += [("inplace_depthwise", inplace_depthwise), ("inplace_elementwise", inplace_elementwise)]
+        sequence += [("inplace_depthwise", inplace_depthwise), ("inplace_residual", residual_inplace),
+                     ("inplace_elementwise", inplace_elementwise)]
     report = []
     for name, transform in sequence:
         new = transform(mod)

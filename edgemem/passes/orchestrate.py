@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable
 
-DEFAULT_SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_elementwise")  # edgemem's fixed sequence
+DEFAULT_SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise")  # edgemem's fixed sequence
 EFFECTS_FILE = "effects.json"
 REDETECT = 0.03  # OPASS's probability of re-detecting a new state's real opportunities
 RANK_BIAS = 0.5  # the state (or opportunity) of rank r is chosen with weight RANK_BIAS ** r
