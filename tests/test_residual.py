@@ -146,3 +146,24 @@ def test_in_place_block_bit_exact_under_qemu(tmp_path):
     for seed in (0, 1):
         run = pipeline.run(tmp_path / "p", seed=seed)
         assert run["bit_exact"] and run["arena_high_water_bytes"] == 2 * S, run
+
+
+# the first seeds of tests/test_memory_model.py's random graphs (of range(40)) where the passes apply, one per
+# kind of pair: a residual ADD (fused in place), a convolution and a FULLY_CONNECTED with their DEQUANTIZE
+RANDOM_SEEDS = {0: ["CONV_2D+ADD"], 15: ["CONV_2D+DEQUANTIZE"], 17: ["CONV_2D+ADD", "FULLY_CONNECTED+DEQUANTIZE"]}
+
+
+@pytest.mark.parametrize("seed", sorted(RANDOM_SEEDS))
+def test_random_graphs_fuse_bit_exact_and_never_raise_the_arena(tmp_path, seed):
+    from test_memory_model import _random_model
+
+    path, plain = _lowered(tmp_path, _random_model(seed))
+    fused, inplace = residual.fuse_pairs(plain), residual.residual_inplace(plain)
+    assert sorted(op.kind for op in read_graph(fused).ops if "+" in op.kind) == RANDOM_SEEDS[seed]
+    before = evaluate(plain)["arena_bytes"]
+    assert evaluate(fused)["arena_bytes"] <= before and evaluate(inplace)["arena_bytes"] <= before
+    assert [op.kind for op in read_graph(inplace).ops if "+" in op.kind] == [k for k in RANDOM_SEEDS[seed] if k.endswith("+ADD")]
+    # the in-place kernel is the fused one with an alias (which the VM does not take: QEMU tests do)
+    inputs = seeded_inputs(path, seed)
+    for got, ref in zip(run_vm(fused, inputs), tflm_outputs(path.read_bytes(), inputs)):
+        np.testing.assert_array_equal(got, ref)
