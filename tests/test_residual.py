@@ -167,3 +167,46 @@ def test_random_graphs_fuse_bit_exact_and_never_raise_the_arena(tmp_path, seed):
     inputs = seeded_inputs(path, seed)
     for got, ref in zip(run_vm(fused, inputs), tflm_outputs(path.read_bytes(), inputs)):
         np.testing.assert_array_equal(got, ref)
+
+
+def _copy_kernels():
+    """Three stand-ins for a fast kernel, [1, 2, 2, 1] int8: one storing its output only, one also storing
+    through an int32 view of the output's data, one reading its output back."""
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def stores(x: T.Buffer((1, 2, 2, 1), "int8"), out: T.Buffer((1, 2, 2, 1), "int8")):
+        for i in range(2):
+            for j in range(2):
+                out[0, i, j, 0] = x[0, i, j, 0]
+
+    @T.prim_func
+    def viewed(x: T.Buffer((1, 2, 2, 1), "int8"), out: T.Buffer((1, 2, 2, 1), "int8")):
+        o32 = T.decl_buffer((1,), "int32", data=out.data)
+        o32[0] = T.int32(0)
+        for i in range(2):
+            out[0, i, 0, 0] = x[0, i, 0, 0]
+
+    @T.prim_func
+    def reads(x: T.Buffer((1, 2, 2, 1), "int8"), out: T.Buffer((1, 2, 2, 1), "int8")):
+        for i in range(2):
+            for j in range(2):
+                out[0, i, j, 0] = x[0, i, j, 0]
+        for i in range(2):
+            out[0, i, 1, 0] = out[0, i, 0, 0]
+
+    return [f.with_attr("edgemem.op", "CONV_2D") for f in (stores, viewed, reads)]
+
+
+def test_only_kernels_that_name_their_output_in_stores_alone_are_rewritten():
+    """fuse_epilogue rewrites the stores into the output: a kernel that also writes it through a view, or reads
+    it back, would keep old values there or read the reader's results; it is left alone."""
+    from edgemem.kernels import int8_ops
+
+    add = int8_ops.add((1, 2, 2, 1), -3, -3, 20, 1 << 30, 0, 1 << 30, 0, 1 << 30, -1, int8_ops.Requant(0, -128, 127))
+    stores, viewed, reads = _copy_kernels()
+    fused = residual.fuse_epilogue(stores, add, 0)
+    assert fused is not None and [str(p.name) for p in fused.params] == ["x", "b", "out"]
+    assert residual.fuse_epilogue(viewed, add, 0) is None and residual.fuse_epilogue(reads, add, 0) is None
+    # only the fast kernels' kinds (passes/residual.py ANCHORS): the others are TVM's FuseOps' business
+    assert residual.fuse_epilogue(stores.with_attr("edgemem.op", "AVERAGE_POOL_2D"), add, 0) is None

@@ -62,19 +62,20 @@ def _single_store(prim: tirx.PrimFunc) -> _Reader | None:
 
 
 def _stores_only_once_per_element(anchor: tirx.PrimFunc) -> bool:
-    """The anchor is one of the fast kernels, writes its output only through the output buffer itself
-    (no view of its data) and never reads it back."""
+    """The anchor is one of the fast kernels (block-less TIR, int8 output) and names its output only in its
+    stores into it: no load of it, no view of its data (``decl_buffer(data=out.data)``), whose stores the
+    rewrite would miss."""
     kind = str((anchor.attrs or {}).get("edgemem.op", ""))
     out = anchor.params[-1]
     if kind not in ANCHORS or "edgemem.inplace" in (anchor.attrs or {}) or str(out.ty.dtype) != "int8":
         return False  # int8 only: the int16 kernels are not checked against this form
-    blocks, others, reads = [], [], []
-    tvm_ffi.structural_walk(anchor.body, (tvm.s_tir.stmt.SBlock, lambda b: blocks.append(b)))
+    blocks, names, stores = [], [], []
     tvm_ffi.structural_walk(anchor.body, [
-        (tvm.ir.TensorLoad, lambda ld: reads.append(ld) if ld.source.same_as(out) or ld.source.data.same_as(out.data) else None),
-        (tirx.BufferStore, lambda s: others.append(s) if not s.buffer.same_as(out) and s.buffer.data.same_as(out.data) else None),
+        (tvm.s_tir.stmt.SBlock, lambda b: blocks.append(b)),
+        (tvm.ir.expr.Var, lambda v: names.append(v) if v.same_as(out) or v.same_as(out.data) else None),
+        (tirx.BufferStore, lambda st: stores.append(st) if st.buffer.same_as(out) else None),
     ])  # fmt: skip
-    return not blocks and not reads and not others
+    return not blocks and len(names) == len(stores) > 0
 
 
 def fuse_epilogue(anchor: tirx.PrimFunc, reader: tirx.PrimFunc, slot: int) -> tirx.PrimFunc | None:
