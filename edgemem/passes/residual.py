@@ -23,12 +23,11 @@ import tvm
 import tvm_ffi
 from tvm import relax, tirx
 
-from .rewrite import Bindings, add_kernel, rebuild
+from .rewrite import Bindings, rebuild
 
 # the fast kernels' kinds (edgemem.op) whose output stores fuse_epilogue may rewrite: each stores every output
 # element once and never reads its output (checked again on the TIR)
 ANCHORS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
-ELEMENTWISE_PATTERN = 1  # TVM's kBroadcast: element-wise and broadcast readers (AnnotateTIROpPattern)
 
 
 class _Reader:
