@@ -274,8 +274,8 @@ def test_floor_never_exceeds_the_planned_arena_on_random_models_and_pass_sequenc
     from edgemem.passes.catalogue import catalogue, floor_capabilities
 
     names = [p.name for p in catalogue()]
-    favoured = ["fold_pad", "inplace_depthwise", "inplace_elementwise", "concat_inplace", "fold_dequantize",
-                "tvm_fuse_ops", "tvm_fuse_elementwise"]  # fmt: skip
+    favoured = ["fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise", "concat_inplace",
+                "fold_dequantize", "tvm_fuse_ops", "tvm_fuse_elementwise"]  # fmt: skip
     t0, checked = time.perf_counter(), 0
     for seed in range(100):  # about 40 models on this machine
         if time.perf_counter() - t0 > 40 and checked >= 8:

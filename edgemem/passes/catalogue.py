@@ -74,12 +74,17 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
     from .remat import remat
+    from .residual import residual_inplace
 
     return [
         GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem",
                   (Elide(frozenset({"PAD", "PADV2"}), _CONVS, "a PAD's output read only by convolutions"),)),
         GraphPass("inplace_depthwise", "a depthwise convolution writes over its dying input (one channel of scratch)",
                   inplace_depthwise, "edgemem", (Overlap(frozenset({"DEPTHWISE_CONV_2D"})),)),
+        GraphPass("inplace_residual", "a convolution fused with the residual ADD that alone reads it, written over the skip",
+                  residual_inplace, "edgemem",
+                  (Elide(_CONVS | {"FULLY_CONNECTED"}, frozenset({"ADD"}), "a convolution's result read only by its ADD"),
+                   Overlap(frozenset({"ADD"})))),
         GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem",
                   (Overlap(frozenset(_ELEMENTWISE)),)),
         GraphPass("concat_inplace", "producers write straight into their slice of a CONCATENATION (no copy)",

@@ -33,7 +33,8 @@ def optimize(mod, board, options, ram_budget: int):
     """The memory passes on the lowered module: the orchestrator (passes/orchestrate.py) within
     ``opt_seconds``, stopping once the arena fits ``ram_budget`` with ``opt_margin`` to spare; else the user's
     ``--passes``; else edgemem's fixed sequence (orchestrate.DEFAULT_SEQUENCE: PAD folding, then in-place
-    depthwise, which folding enables, then in-place element-wise; the in-place ones only with ``inplace``).
+    depthwise, which folding enables, the residual ADD fused into its convolution over the skip, then in-place
+    element-wise; the in-place ones only with ``inplace``).
     Returns the module and what each pass did (with the baselines when
     orchestrated)."""
     if options.passes is not None:

@@ -37,7 +37,7 @@ from typing import Any
 from .effects import EffectTable
 from .tvm_baseline import tvm_default_baseline
 
-DEFAULT_SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_elementwise")  # edgemem's fixed sequence
+DEFAULT_SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise")  # edgemem's fixed sequence
 REDETECT = 0.03  # OPASS's probability of re-detecting a new state's real opportunities
 RANK_BIAS = 0.5  # the state (or opportunity) of rank r is chosen with weight RANK_BIAS ** r
 STATUS_KEYS = ("arena_bytes", "flash_bytes", "macs", "ops", "tensors", "inplace_tensors", "peak_bytes")
