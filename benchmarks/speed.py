@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgemem import pipeline  # noqa: E402
+from edgemem.device_run import run as device_run  # noqa: E402
 from edgemem.board import load_board  # noqa: E402
 from edgemem.errors import EdgememError  # noqa: E402
 
@@ -56,7 +57,7 @@ def measure(path: Path, board: str, anchor_dir: Path) -> dict:
         seconds = time.perf_counter() - t0
         npy = anchor_dir / f"{path.stem}.input.npy"
         inputs = [np.load(npy)] if npy.is_file() else None
-        res = pipeline.run(Path(tmp) / "p", inputs=inputs, seed=0)
+        res = device_run(Path(tmp) / "p", inputs=inputs, seed=0)
     macs = {k: 0 for k in MAC_KINDS}
     for op in result.graph.ops:
         if op.kind in macs:
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
         verdict = "yes" if r["bit_exact"] else (f"no (max diff {r['max_abs_diff']})" if r["bit_exact"] is not None else "-")
         if not m["anchor_input"]:
             verdict += " (seeded input)"
-        ratio = lambda a: f"{instr / a['instructions']:.2f}x" if a.get("instructions") else "-"  # noqa: E731
+        ratio = lambda a: f"{instr / a['instructions']:.2f}x" if a.get("instructions") else "-"  # noqa: E731, B023 (called in this iteration)
         print(f"| {name} | {macs / 1e6:.2f} M | {instr:,} | {instr / macs:.2f} | {cm.get('instructions', 0):,} "
               f"| {rf.get('instructions', 0):,} | {ratio(cm)} | {ratio(rf)} | {verdict} | {i['arena_bytes']:,} "
               f"| {cm.get('arena_used_bytes', 0):,} | {i.get('flash_bytes', 0):,} | {m['seconds']:.0f} |")

@@ -35,7 +35,7 @@ def from_graph(graph, align: int = 1) -> MemoryModel:
                                    pinned=t.name in outs, temp=t.name in workspaces, alias=t.alias_of)  # fmt: skip
     views = {t.name: t.storage for t in graph.tensors.values() if t.kind in ("input", "activation") and t.storage != t.name}
     ops = []
-    for v, op in enumerate(graph.ops):
+    for op in graph.ops:
         reads = []
         for i in op.inputs:
             s = graph.tensors[i].storage
