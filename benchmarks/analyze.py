@@ -29,7 +29,8 @@ INTRO = (
     "CPU seconds (user + system, what the wall time is on an idle core); 'warm' = the `analyze()` call alone in a "
     "process that has analyzed another model already. 'build arena' = `edgemem build` with the same (default) "
     "options, lowered and planned (no compiler). analyze's arena is the fixed pass sequence's (fold_pad, "
-    "inplace_depthwise, inplace_elementwise, their storage effects modeled on the flatbuffer) through the "
+    "inplace_depthwise, inplace_residual, inplace_elementwise, their storage effects modeled on the flatbuffer) "
+    "through the "
     "build's schedulers and placements."
 )
 

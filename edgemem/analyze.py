@@ -208,14 +208,14 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
 # vanishes, which output is written over which dying input, which kernel needs a workspace. So analyze
 # builds the storage model from the flatbuffer (memory.from_tflite, as the early floor does), applies the
 # fixed pass sequence's storage effects with the conditions the passes check (passes/fold_pad.py,
-# passes/inplace.py) and lowering's own reshaping of the graph (a SPLIT becomes one kernel per part), and then
+# passes/inplace.py, passes/residual.py) and lowering's own reshaping of the graph (a SPLIT becomes one kernel per part), and then
 # runs the build's own schedulers and planner on it. The result is the arena
 # of `build --opt-time 0` (the fixed sequence); the orchestrator's result is never larger (it starts from
 # that sequence), and equal on every shared model (benchmarks/analyze.md). Passes the model does not
 # reproduce (concat_inplace, fold_dequantize, TVM's fusion) are named in ``Analysis.plan_note``; float
 # operators, which lowering may fuse with TVM's FuseOps, make the figure an estimate (``arena_exact``).
 
-_MODELED = ("fold_pad", "inplace_depthwise", "inplace_elementwise")
+_MODELED = ("fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise")
 _ELEMENTWISE = ("QUANTIZE", "ADD", "MUL")
 _SPLITS = ("SPLIT", "SPLIT_V", "UNPACK")
 _INT8, _INT16 = 9, 7  # TFLite tensor types
@@ -261,6 +261,7 @@ def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozens
     sg = model.Subgraphs(0)
     mm = from_tflite(model, align, folded=folded, constants=constants)
     tensor_of = mm.tensor_of  # storage name -> tflite tensor
+    views = dict(mm.views)  # the file's views (RESHAPE, ...): lowering's non-kernel bindings
     fop = {v: sg.Operators(i) for v, i in enumerate(mm.op_index)}
 
     def tensor(t):
@@ -336,6 +337,20 @@ def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozens
             mm.storages[op.writes[0]].alias = x_name
             if delay == 0:
                 workspaces[v] = xs[1] * xs[2]
+    if "inplace_residual" in passes:
+        for a, r, skip in _residual_pairs(model, mm, fop, removed, views, constants):
+            anchor, add = mm.ops[a], mm.ops[r]
+            conv_out = anchor.writes[0]
+            # the fused kernel sits where the ADD was (the pass replaces the ADD's binding, drops the anchor's):
+            # it reads the anchor's inputs, then the skip, and writes over the skip
+            add.reads = list(dict.fromkeys([*anchor.reads, *(s for s in add.reads if s != conv_out)]))
+            add.kind = f"{anchor.kind}+{add.kind}"
+            for name in anchor.reads:
+                st = mm.storages[name]
+                st.readers = list(dict.fromkeys(r if x == a else x for x in st.readers))
+            del mm.storages[conv_out]
+            mm.storages[add.writes[0]].alias = skip
+            removed.add(a)
     if "inplace_elementwise" in passes:
         aliased = {s.name for s in mm.storages.values() if s.alias}
         for v, op in enumerate(mm.ops):
@@ -381,6 +396,61 @@ def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozens
     out.op_index = op_index
     out.tensor_of = tensor_of
     return out
+
+
+def _residual_pairs(model, mm, fop, removed, views, constants) -> list[tuple[int, int, str]]:
+    """(anchor op, ADD op, skip storage) for each ADD passes/residual.py's ``residual_inplace`` fuses in place,
+    read from the storage model as the pass reads the lowered module. The pass's conditions, in flatbuffer
+    terms: the anchor is a fast int8 kernel (residual.ANCHORS; int8 in and out, FULLY_CONNECTED with symmetric
+    weights; not already in place, as an in-place depthwise is) whose output, no graph output and no view's
+    source, only the ADD reads, once (``_pair``); the ADD is the same-shape int8 one (a single store per
+    element: ``fuse_epilogue``); its other operand, the skip, owns its storage (no view: ``_owns_storage``), is
+    no graph output, and no view of it and not the anchor reads it (``_skip_slot``). An ADD of two such
+    convolutions fuses the one last in the file (``_one_per_reader``)."""
+    from .passes.residual import ANCHORS
+
+    sg = model.Subgraphs(0)
+    viewed = set(views.values())  # storages some view reads (a reshape binding in the lowered module)
+
+    def tensor(t):
+        return sg.Tensors(t)
+
+    def storage(t):  # the storage of tensor t if it owns one (not a view, not a constant)
+        return next((s for s, x in mm.tensor_of.items() if x == t and s in mm.storages), None)
+
+    def int8(t):
+        return tensor(t).Type() == _INT8
+
+    def weights_symmetric(t):
+        q = tensor(t).Quantization()
+        return q is None or not q.ZeroPointLength() or not np.any(q.ZeroPointAsNumpy())
+
+    chosen: dict[int, tuple[int, int, str]] = {}
+    for a, op in enumerate(mm.ops):
+        if a in removed or op.kind not in ANCHORS or len(op.writes) != 1:
+            continue
+        out = mm.storages[op.writes[0]]
+        ins = indices(fop[a].InputsAsNumpy())
+        t_out = mm.tensor_of[out.name]
+        if out.alias or out.pinned or out.name in viewed or len(out.readers) != 1 or not int8(t_out) \
+                or not ins or ins[0] < 0 or not int8(ins[0]) \
+                or (op.kind == "FULLY_CONNECTED" and not (len(ins) > 1 and weights_symmetric(ins[1]))):  # fmt: skip
+            continue
+        r = out.readers[0]
+        add_ins = [t for t in indices(fop[r].InputsAsNumpy()) if t >= 0]
+        add_outs = indices(fop[r].OutputsAsNumpy())
+        if mm.ops[r].kind != "ADD" or len(add_ins) != 2 or add_ins.count(t_out) != 1 or len(add_outs) != 1:
+            continue
+        t_skip = add_ins[1 - add_ins.index(t_out)]
+        shape = indices(tensor(add_outs[0]).ShapeAsNumpy())
+        if t_skip in constants or any(indices(tensor(t).ShapeAsNumpy()) != shape or not int8(t)
+                                      for t in (*add_ins, add_outs[0])):  # fmt: skip
+            continue  # a broadcast or constant operand: not the single-store ADD
+        skip = storage(t_skip)
+        if skip is None or skip in viewed or mm.storages[skip].pinned or skip in op.reads:
+            continue
+        chosen[r] = (a, r, skip)  # a later anchor of the same ADD replaces an earlier one
+    return list(chosen.values())
 
 
 def _itemsize(t) -> int:
