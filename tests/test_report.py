@@ -176,6 +176,49 @@ def check_memory_section(info: dict) -> None:
     assert max(sum(s["high_water_bytes"]) for s in steps) <= info["arena_bytes"]
 
 
+def c_scratch(kernels_c: str) -> dict[str, int]:
+    """Bytes of the local arrays each kernel function of the generated C declares (what the compiler puts on
+    the stack), read from the C text: the oracle of the report's per-kernel scratch."""
+    import re
+
+    item = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "int64_t": 8,
+            "uint64_t": 8, "float": 4, "double": 8}  # fmt: skip
+    sizes, fn = {}, None
+    for line in kernels_c.splitlines():
+        m = re.match(r"^\S.*\b(\w+)\(.*\) \{$", line)
+        if m:
+            fn = m.group(1)
+            sizes[fn] = 0
+        elif line.startswith("}"):
+            fn = None
+        elif fn is not None:
+            d = re.match(r"^\s+(?:static )?(\w+) \w+\[(\d+)\];", line)
+            if d and d.group(1) in item:
+                sizes[fn] += item[d.group(1)] * int(d.group(2))
+    return sizes
+
+
+def check_variants(info: dict, kernels_c: str) -> None:
+    """Per step, the kernel variant and its scratch (issue 19): the scratch is what the generated C declares;
+    an in-place kernel is one whose output the planner may place over an input (the tensor's alias), a fused
+    kernel (CONV_2D+ADD) names what it fused, an int8 convolution runs the fast kernel."""
+    mem = info["memory"]
+    declared = c_scratch(kernels_c)
+    out_alias = {t["name"]: t.get("alias") for t in mem["tensors"]}
+    for s in mem["steps"]:
+        v = s["variant"]
+        assert s["scratch_bytes"] == declared[s["op"]], (s["op"], s["scratch_bytes"], declared[s["op"]])
+        assert v["fused"] == s["kind"].split("+")[1:] and all(k in v["label"] for k in v["fused"])
+        alias = out_alias.get(s["output"]["name"])
+        if alias is not None:  # the planner may place the output over that input: the kernel's variant says so
+            assert v["in_place_over"] is not None and f"in place over {alias}" in v["label"], s
+        if v["in_place_over"] is not None:
+            assert s["in_place"], s
+        if s["kind"].split("+")[0] in ("CONV_2D", "DEPTHWISE_CONV_2D") and s["output"]["dtype"] == "int8":
+            assert v["fast"] is True and "fast" in v["label"], s
+    assert any(s["scratch_bytes"] for s in mem["steps"])
+
+
 def check_dom(dom: Dom, info: dict, profile: dict | None) -> None:
     """The page holds the figures of edgemem.json (and of profile.json)."""
     mem = info["memory"]
@@ -198,6 +241,7 @@ def check_dom(dom: Dom, info: dict, profile: dict | None) -> None:
         row = dom.rows[s["step"]]
         assert int(row["macs"]) == s["macs"] and int(row["weights_bytes"]) == s["weights_bytes"]
         assert int(row["live_bytes"]) == s["live_bytes"] and int(row["high_water_bytes"]) == sum(s["high_water_bytes"])
+        assert row["variant"] == s["variant"]["label"] and int(row["scratch_bytes"]) == s["scratch_bytes"]
     assert int(dom.curves[info["scheduler"]]["data-peak"]) == info["lower_bound_bytes"]
     assert {k: int(v["data-peak"]) for k, v in dom.curves.items()} == {k: max(c) for k, c in mem["curves"].items()}
     if profile is None:
@@ -295,6 +339,7 @@ def test_report_profiled_kws_tiny_measured_next_to_planned(tmp_path):
     profile = json.loads((out / profiling.PROFILE_JSON).read_text())
     # the device measured the high-water marks the plan predicts, step by step
     assert [r["measured_high_water_bytes"] for r in profile["steps"]] == [sum(s["high_water_bytes"]) for s in info["memory"]["steps"]]
+    check_variants(info, (out / "kernels.c").read_text())
     check_dom(Dom((out / "report.html").read_text()), info, profile)  # `build --profile --run` rewrote the page
     (out / "report.html").unlink()
     result = runner.invoke(app, ["report", str(out)])
@@ -313,6 +358,7 @@ def test_report_concat_model_unlinked(tmp_path):
     info = _build(model, out, compile=False)
     check_memory_section(info)
     assert info["memory"]["steps"][info["memory"]["peak"]["step"]]["kind"] == "CONCATENATION"
+    check_variants(info, (out / "kernels.c").read_text())
     check_dom(Dom((out / "report.html").read_text()), info, None)
     # a board's profile (`edgemem profile --port`): core cycles instead of QEMU's instructions
     steps = [{"step": s["step"], "measured_high_water_bytes": sum(s["high_water_bytes"]), "pools_match": True,
@@ -340,10 +386,26 @@ def test_report_shared_models(name, tmp_path):
     out = tmp_path / name
     info = _build(model, out, opt_seconds=0, schedule_seconds=0.5, **SHARED_MODELS[name])
     check_memory_section(info)
+    check_variants(info, (out / "kernels.c").read_text())
     if SHARED_MODELS[name].get("pool_per_region"):
         assert len(info["arena_pools"]) == 2, info["arena_pools"]  # both panels drawn
     check_dom(Dom((out / "report.html").read_text()), info, None)
     check_in_browser(out, info, None, tmp_path)
+
+
+def test_report_kernel_variants_resnet8(tmp_path):
+    """resnet8 (issue 19's "the report shows, per kernel, the variant chosen and its scratch"): the convolutions
+    fused with their residual ADD are shown fused and in place over the skip, each kernel with the scratch its
+    C declares; the page holds the same (no browser: the drawing is checked on the models above)."""
+    model = SHARED / "mlperf_ic_resnet8_int8.tflite"
+    if not model.is_file():
+        pytest.skip(f"{model} is not here (the shared models live next to the repository)")
+    out = tmp_path / "resnet8"
+    info = _build(model, out, compile=False, opt_seconds=0, schedule_seconds=0.5)
+    check_variants(info, (out / "kernels.c").read_text())
+    fused = [s for s in info["memory"]["steps"] if s["kind"] == "CONV_2D+ADD"]
+    assert len(fused) == 3 and all(s["variant"]["fast"] and s["variant"]["in_place_over"] for s in fused)
+    check_dom(Dom((out / "report.html").read_text()), info, None)
 
 
 def test_report_command_errors_and_old_builds(tmp_path):

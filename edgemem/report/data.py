@@ -11,7 +11,10 @@ so the report shows the plan the firmware runs, not a recomputation of it:
 - ``curves``: the live bytes of every operator order the build's schedulers found (file, reverse post-order,
   hierarchical, exact: ``Schedule.orders``) next to the chosen one; file and reverse post-order are
   recomputed when the schedule does not carry them (cheap);
-- ``peak``: the step where the most bytes are live in the chosen order, and what is live there.
+- ``peak``: the step where the most bytes are live in the chosen order, and what is live there;
+- per step, the kernel ``variant`` (from the PrimFunc: its builder spec ``edgemem.spec``, fast or reference,
+  in place over which input, a fused epilogue) and its ``scratch_bytes`` (the local arrays the generated C
+  declares on the stack: codegen/kernels_c.py's ``scratch_bytes``, issue 19).
 """
 
 from __future__ import annotations
@@ -56,9 +59,57 @@ def _other_curves(graph: OpGraph, schedule: Schedule, align: int) -> dict[str, l
     return curves
 
 
+def _blockless(prim) -> bool:
+    """A hand-written kernel (kernels/int8_ops.*_fast are TIR without blocks); te.compute kernels have blocks."""
+    import tvm
+    import tvm_ffi
+
+    blocks = []
+    tvm_ffi.structural_walk(prim.body, (tvm.s_tir.stmt.SBlock, lambda b: blocks.append(b)))
+    return not blocks
+
+
+def kernel_variant(graph: OpGraph, op) -> dict:
+    """Which kernel an operator runs, as its PrimFunc records it: the builder (kernels/int8_ops.py, conv16.py)
+    and whether it is the fast (folded-bias, hand-written) or the reference one, the input it writes over (in
+    place), the element-wise operators fused into its stores (passes/residual.py: ``CONV_2D+ADD``), and the
+    in-place depthwise's row delay. ``label``: the same in a few words, for the report's table."""
+    from ..passes import kernel_spec
+
+    attrs = op.prim.attrs or {}
+    spec = kernel_spec.of(op.prim) or {}
+    kinds = op.kind.split("+")
+    builder = spec.get("builder")
+    fast = None  # only the convolutions and FULLY_CONNECTED have two variants
+    if kinds[0] in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        # fused kernels drop the spec and FULLY_CONNECTED's fast kernel has none: then the TIR's form tells
+        fast = bool(spec.get("folded")) if spec else _blockless(op.prim)
+    in_place = None
+    if "edgemem.inplace" in attrs:
+        k = int(attrs["edgemem.inplace"])
+        in_place = op.inputs[k] if k < len(op.inputs) else None
+    elif op.writes_input is not None:
+        in_place = op.inputs[op.writes_input]
+    variant = {"builder": builder, "fast": fast, "in_place_over": in_place, "fused": kinds[1:],
+               "delay": spec.get("delay")}
+    label = builder or kinds[0].lower()
+    if fast is not None:
+        label += ", fast" if fast else ", reference"
+    if variant["fused"]:
+        label += " + " + " + ".join(variant["fused"]) + " in its stores"
+    if in_place is not None:
+        label += f", in place over {graph.storage_of(in_place).name}"
+    if variant["delay"]:
+        label += f", {variant['delay']}-row delay"
+    variant["label"] = label
+    return variant
+
+
 def memory_info(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan: ArenaPlan, board: Board,
-                ram_budget: int) -> dict:  # fmt: skip
-    """The "memory" section of edgemem.json (see the module doc)."""
+                ram_budget: int, scratch: dict[str, int] | None = None) -> dict:  # fmt: skip
+    """The "memory" section of edgemem.json (see the module doc); ``scratch``: the stack bytes each kernel's
+    generated C declares, by kernel name (codegen's ``CKernels.scratch_bytes``; 0 where not given)."""
+    scratch = scratch or {}
     order = list(schedule.order)
     n = len(order)
     align = board.arena_align
@@ -101,6 +152,8 @@ def memory_info(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan:
             "weights_bytes": sum(t.nbytes for t in ins if t.kind == "const"),
             "state_bytes": sum(t.nbytes for t in ins if t.kind == "state"),
             "workspace_bytes": graph.tensors[op.workspace].nbytes if op.workspace else 0,
+            "variant": kernel_variant(graph, op),
+            "scratch_bytes": int(scratch.get(op.name, 0)),
             "live_bytes": curve[s],
             "high_water_bytes": [hw[p] for p in pools],
         })  # fmt: skip
