@@ -13,12 +13,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgemem import pipeline as P  # noqa: E402
 from edgemem.analyze import analyze  # noqa: E402
 from edgemem.board import load_board  # noqa: E402
+from edgemem.budget import board_with_budget, ram_budget  # noqa: E402
 from edgemem.frontend.tflite_import import import_tflite  # noqa: E402
 from edgemem.ir.graph import read_graph  # noqa: E402
 from edgemem.passes.lower import lower_to_kernels  # noqa: E402
+from edgemem.passes.optimize import optimize  # noqa: E402
+from edgemem.pipeline import BuildOptions  # noqa: E402
+from edgemem.plan.graph_plan import plan_graph  # noqa: E402
+from edgemem.schedule.best import schedule_tried  # noqa: E402
 
 ARCH = ROOT / "tests" / "models" / "arch"
 
@@ -29,15 +33,15 @@ def main() -> None:
     print("|---|---:|---|---:|---|---|")
     counts = {"equal": 0, "differ, flagged estimate": 0, "differ, not flagged": 0}
     for path in paths:
-        o = P.BuildOptions(opt_seconds=0)
+        o = BuildOptions(opt_seconds=0)
         try:
             a = analyze(path, "stm32f746", options=o)
-            board = P.board_with_budget(load_board("stm32f746"), None, None)
+            board = board_with_budget(load_board("stm32f746"), None, None)
             m = import_tflite(path)
-            mod, rep = P._optimize(lower_to_kernels(m.relax_mod, m.op_labels), board, o)
+            mod, rep = optimize(lower_to_kernels(m.relax_mod, m.op_labels), board, o, ram_budget(board))
             g = read_graph(mod)
-            s, tried = P._schedule(g, board, o.schedule_seconds)
-            _, plan = P._plan(g, s, board, path.name, False, tried)
+            s, tried = schedule_tried(g, board.arena_align, o.schedule_seconds)
+            _, plan = plan_graph(g, s, board, path.name, False, ram_budget(board), tried)
         except Exception as exc:  # noqa: BLE001 - a refusal is a row, not the end of the sweep
             print(f"| {path.stem} | - | - | - | - | {type(exc).__name__} |", flush=True)
             continue

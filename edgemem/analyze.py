@@ -402,7 +402,7 @@ def _residual_pairs(model, mm, fop, removed, views, constants) -> list[tuple[int
     """(anchor op, ADD op, skip storage) for each ADD passes/residual.py's ``residual_inplace`` fuses in place,
     read from the storage model as the pass reads the lowered module. The pass's conditions, in flatbuffer
     terms: the anchor is a fast int8 kernel (residual.ANCHORS; int8 in and out, FULLY_CONNECTED with symmetric
-    weights; not already in place, as an in-place depthwise is) whose output, no graph output and no view's
+    weights and no reshape after it; not already in place, as an in-place depthwise is) whose output, no graph output and no view's
     source, only the ADD reads, once (``_pair``); the ADD is the same-shape int8 one (a single store per
     element: ``fuse_epilogue``); its other operand, the skip, owns its storage (no view: ``_owns_storage``), is
     no graph output, and no view of it and not the anchor reads it (``_skip_slot``). An ADD of two such
@@ -421,9 +421,19 @@ def _residual_pairs(model, mm, fop, removed, views, constants) -> list[tuple[int
     def int8(t):
         return tensor(t).Type() == _INT8
 
-    def weights_symmetric(t):
-        q = tensor(t).Quantization()
-        return q is None or not q.ZeroPointLength() or not np.any(q.ZeroPointAsNumpy())
+    def fast_fully_connected(v, ins) -> bool:
+        """Symmetric weights (integerize's fast kernel), and an output the importer leaves as the kernel writes
+        it: a 2-D input and no keep_num_dims (else a reshape binding reads it, which the pass does not fuse)."""
+        import tflite
+
+        from .frontend.footprint import builtin_options
+
+        if len(ins) < 2 or len(indices(tensor(ins[0]).ShapeAsNumpy())) != 2:
+            return False
+        o = builtin_options(fop[v], tflite.FullyConnectedOptions)
+        q = tensor(ins[1]).Quantization()
+        symmetric = q is None or not q.ZeroPointLength() or not np.any(q.ZeroPointAsNumpy())
+        return symmetric and not (o is not None and o.KeepNumDims())
 
     chosen: dict[int, tuple[int, int, str]] = {}
     for a, op in enumerate(mm.ops):
@@ -434,7 +444,7 @@ def _residual_pairs(model, mm, fop, removed, views, constants) -> list[tuple[int
         t_out = mm.tensor_of[out.name]
         if out.alias or out.pinned or out.name in viewed or len(out.readers) != 1 or not int8(t_out) \
                 or not ins or ins[0] < 0 or not int8(ins[0]) \
-                or (op.kind == "FULLY_CONNECTED" and not (len(ins) > 1 and weights_symmetric(ins[1]))):  # fmt: skip
+                or (op.kind == "FULLY_CONNECTED" and not fast_fully_connected(a, ins)):  # fmt: skip
             continue
         r = out.readers[0]
         add_ins = [t for t in indices(fop[r].InputsAsNumpy()) if t >= 0]

@@ -115,11 +115,43 @@ def test_control_the_modeled_passes_matter():
     assert with_passes < without
 
 
-@pytest.mark.parametrize("path", [ROOT / "tests" / "models" / "arch" / "lstm_unrolled-int8.tflite",
-                                  SHARED / "mlperf_ic_resnet8_int8.tflite"], ids=lambda p: p.stem)
-def test_modeled_storage_is_the_lowered_graphs(path):
+def _fc_residual_model() -> bytes:
+    """x -> FC1 -> y1 -> FC2 -> FC3 -> ADD(y1, .): FC3 fuses with the ADD over y1 (FC2 reads y1, FC3 does not)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import small_models as sm
+
+    mm, rng = sm.mm, np.random.default_rng(3)
+    mb = mm.ModelBuilder(description="edgemem FC residual")
+    x = mb.tensor("x", (1, 16), np.int8, sm._Q)
+    ys = []
+    for i, src in enumerate([x, None, None]):
+        w = mb.const(f"fc{i}/w", rng.integers(-127, 128, (16, 16)).astype(np.int8), mm.qparams([0.01], 0))
+        b = mb.const(f"fc{i}/b", rng.integers(-500, 500, 16).astype(np.int32), mm.qparams([0.0005], 0))
+        ys.append(mb.tensor(f"y{i}", (1, 16), np.int8, sm._Q))
+        mb.op(mm.OP.FULLY_CONNECTED, [src if src is not None else ys[-2], w, b], [ys[-1]],
+              *mm.fully_connected_options(mm.ACT.NONE), version=4)  # fmt: skip
+    out = mb.tensor("out", (1, 16), np.int8, sm._Q)
+    mb.op(mm.OP.ADD, [ys[0], ys[2]], [out], *mm.add_options(mm.ACT.NONE), version=2)
+    return mb.serialize([x], [out])
+
+
+def _conv_reads_skip_model() -> bytes:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import small_models as sm
+
+    return sm.residual_model(1)  # ADD(y1, conv(y1)): the convolution reads the skip, so nothing fuses in place
+
+
+@pytest.mark.parametrize("path, fused", [
+    (ROOT / "tests" / "models" / "arch" / "lstm_unrolled-int8.tflite", 0),
+    (SHARED / "mlperf_ic_resnet8_int8.tflite", 3),
+    (_fc_residual_model, 1),
+    (_conv_reads_skip_model, 0),
+], ids=lambda p: getattr(p, "stem", getattr(p, "__name__", "")).strip("_"))  # fmt: skip
+def test_modeled_storage_is_the_lowered_graphs(path, fused, tmp_path):
     """On a converter-made model analyze was not tuned for (SPLITs that lowering slices per part, in-place
-    element-wise kernels) and on resnet8 (convolutions fused with their residual ADD, written over the skip):
+    element-wise kernels), on resnet8 (convolutions fused with their residual ADD, written over the skip), a
+    FULLY_CONNECTED residual and a convolution reading its own skip (not fused in place):
     the storages analyze models from the flatbuffer are those of the lowered graph after the fixed passes
     (sizes, graph outputs, workspaces, in-place aliases) and so are the operators; the other
     architectures, arena against arena: benchmarks/analyze.md."""
@@ -132,6 +164,9 @@ def test_modeled_storage_is_the_lowered_graphs(path):
     from edgemem.passes.lower import lower_to_kernels
     from edgemem.passes.orchestrate import DEFAULT_SEQUENCE
 
+    if callable(path):
+        (tmp_path / "m.tflite").write_bytes(path())
+        path = tmp_path / "m.tflite"
     if not path.exists():
         pytest.skip(f"{path} is not here (../shared/models)")
     m = import_tflite(path)
@@ -149,3 +184,4 @@ def test_modeled_storage_is_the_lowered_graphs(path):
 
     assert mine.n == graph.n and shape(mine) == shape(graph)
     assert Counter(op.kind for op in mine.ops) == Counter(op.kind for op in graph.ops)
+    assert sum("+ADD" in op.kind for op in graph.ops) == fused  # the residual pass did (not) fuse, as meant
