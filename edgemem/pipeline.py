@@ -90,7 +90,8 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
 def _buffers(graph: OpGraph, schedule: Schedule, align: int) -> list[Buffer]:
     # Heat: how many kernels touch the tensor; the planner puts the hottest ones in fast pools.
     return [
-        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)), alias=r.alias)
+        Buffer(r.name, r.size, r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)), alias=r.alias,
+               shift=r.shift, rows=r.rows)
         for r in live_ranges(graph, schedule.order)
     ]
 

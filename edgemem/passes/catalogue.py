@@ -73,12 +73,15 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_dequantize import fold_dequantize
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
+    from .overlap import overlap_convolutions
 
     return [
         GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem",
                   (Elide(frozenset({"PAD", "PADV2"}), _CONVS, "a PAD's output read only by convolutions"),)),
         GraphPass("inplace_depthwise", "a depthwise convolution writes over its dying input (one channel of scratch)",
                   inplace_depthwise, "edgemem", (Overlap(frozenset({"DEPTHWISE_CONV_2D"})),)),
+        GraphPass("inplace_overlap", "a convolution writes its output over input rows no later output pixel reads",
+                  overlap_convolutions, "edgemem", (Overlap(frozenset(_CONVS)),)),
         GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem",
                   (Overlap(frozenset(_ELEMENTWISE)),)),
         GraphPass("concat_inplace", "producers write straight into their slice of a CONCATENATION (no copy)",
@@ -172,7 +175,8 @@ def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -
 
     graph = read_graph(mod)
     order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
-    buffers = [Buffer(r.name, max(r.size, 1), r.first, r.last, align, alias=r.alias) for r in live_ranges(graph, order)]
+    buffers = [Buffer(r.name, max(r.size, 1), r.first, r.last, align, alias=r.alias, shift=r.shift, rows=r.rows)
+               for r in live_ranges(graph, order)]
     plan = plan_arena(buffers)
     return {
         "arena_bytes": plan.total_bytes,

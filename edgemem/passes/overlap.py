@@ -1,0 +1,118 @@
+"""Partial liveness (issue 20, zero extra MACs): a convolution writes its output over input rows no later
+output pixel reads.
+
+A CONV_2D or DEPTHWISE_CONV_2D (the fast int8 kernels) whose input dies there -- read by nothing else, owning
+its storage (a kernel's output or a model input, not a view), not a model output -- keeps its kernel and
+gains a shift: its output may sit ``shift`` bytes from the input's start (memory/overlap.py derives the
+largest safe shift from the window geometry and the kernel's loop order, pixel by pixel). The output names
+the input as its alias with that shift (attribute ``edgemem.overlap``); the planner places the pair with it
+when that lowers the arena, and the independent checker tests every pixel's writes against the input bytes
+still to be read.
+
+Loop order: the fast kernels walk output pixels upwards, so an output larger than its input (a 1x1
+expansion) must start below the input, and a chain of them drifts down the arena. Walked downwards (the
+kernel's outer pixel loops reversed here, the passes themselves unchanged), the output may instead start
+at the input's start and grow upwards. The pass takes, per convolution, the order whose pair covers fewer
+bytes, ascending on a tie (the kernels as built). The kernel's parameters lose ``restrict`` (input and
+output may share memory).
+
+Left out: pooling (no kernel spec to read the geometry from), the 16x8 kernels, a depthwise convolution
+the in-place pass already writes over its input (shift 0, no gain), a convolution whose output grows so
+much that no shift saves a byte.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import tvm
+from tvm import relax, tirx
+from tvm.tirx import _ffi_api as _tirx_api
+
+from ..memory import overlap as geometry
+from .rewrite import Bindings, add_kernel, rebuild
+
+_KINDS = ("conv2d", "depthwise_conv2d")  # the fast int8 builders (spec "folded"): loop order in memory/overlap.py
+SHIFT_ALIGN = 16  # the shift is a multiple of every board's arena alignment (boards/*.toml: 4 to 16)
+
+
+def _owns_storage(b: Bindings, x) -> bool:
+    value = b.defs.get(x)
+    return value is None or b.kernel(x) is not None  # a model input, or a kernel's own output
+
+
+def _candidate(b: Bindings, var):
+    """(spec, order, shift) when the kernel bound to ``var`` may write over its input, else None."""
+    k = b.kernel(var)
+    if k is None or k[2] is None:
+        return None
+    gv, prim, spec, args = k
+    attrs = prim.attrs or {}
+    if spec["builder"] not in _KINDS or not spec.get("folded") or "edgemem.inplace" in attrs:
+        return None
+    x = args[0]
+    if not isinstance(x, relax.Var) or isinstance(x.ty, relax.TupleType) or str(x.ty.dtype) != "int8":
+        return None
+    reader = b.sole_reader(x)
+    if reader is None or not reader.same_as(var) or x in b.outputs or not _owns_storage(b, x):
+        return None
+    g = geometry.spec_geometry(spec)
+    order, shift, span = geometry.best_order(**g, align=SHIFT_ALIGN)
+    size_x = int(np.prod(spec["x_shape"]))
+    size_y = int(np.prod(spec["out_shape"]))
+    if span >= size_x + size_y:
+        return None  # no overlap saves a byte
+    return spec, order, shift
+
+
+def reverse_pixel_loops(prim: tirx.PrimFunc) -> tirx.PrimFunc:
+    """The kernel walking its output pixels downwards: the outer loops (one statement each after the buffer
+    declarations) run in reverse sequence, each from its last iteration to its first. What one iteration
+    does (one pass: a tile of pixels, all channels) is unchanged, so the results are the same."""
+    body = prim.body
+    items = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    head = [s for s in items if not isinstance(s, tirx.For)]
+    loops = [s for s in items if isinstance(s, tirx.For)]
+    if not loops or items[: len(head)] != head:
+        raise ValueError(f"kernel {prim.attrs.get('global_symbol', '?')}: outer statements are not declarations then loops")
+    flipped = []
+    for loop in reversed(loops):
+        down = tirx.Var(loop.loop_var.name + "_down", str(loop.loop_var.ty))
+        # substitute loop_var := min + extent - 1 - down in the body (TVM's Specialize, on a wrapper function
+        # whose one parameter is the loop variable, is the substitution the Python API offers)
+        wrapper = tirx.PrimFunc([loop.loop_var], loop.body)
+        body = _tirx_api.Specialize(wrapper, {loop.loop_var: loop.min + loop.extent - 1 - down}).body
+        flipped.append(tirx.For(down, tirx.IntImm(str(loop.loop_var.ty), 0), loop.extent, loop.kind, body,
+                                annotations=loop.annotations))  # fmt: skip
+    return prim.with_body(tirx.SeqStmt(head + flipped))
+
+
+def overlap_kernel(prim: tirx.PrimFunc, order: str, shift: int) -> tirx.PrimFunc:
+    """The kernel marked for partial liveness over its argument 0 (and reversed for ``reverse``)."""
+    new = reverse_pixel_loops(prim) if order == geometry.REVERSE else prim
+    mark = json.dumps({"order": order, "shift": int(shift), "tile": geometry.TILE})
+    return new.with_attr("edgemem.inplace", 0).with_attr("edgemem.overlap", mark).with_attr("tirx.noalias", False)
+
+
+def _overlap_call(b: Bindings, var, order: str, shift: int):
+    gv, prim, _spec, args = b.kernel(var)
+    out_ty = b.defs[var].ty_args[0]
+
+    def replacement(bb, env):
+        new_gv = add_kernel(bb, overlap_kernel(prim, order, shift), prim)
+        return relax.call_tir(new_gv, [env.get(a, a) for a in args], out_ty)
+
+    return replacement
+
+
+def overlap_convolutions(mod: tvm.IRModule) -> tvm.IRModule:
+    """Every eligible convolution's output over its dying input, at the shift its loop order proves safe."""
+    b = Bindings(mod)
+    replace = {}
+    for var in b.defs:
+        found = _candidate(b, var)
+        if found is not None:
+            _spec, order, shift = found
+            replace[var] = _overlap_call(b, var, order, shift)
+    return rebuild(mod, replace) if replace else mod
