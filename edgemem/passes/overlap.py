@@ -43,7 +43,7 @@ def _owns_storage(b: Bindings, x) -> bool:
 
 
 def _candidate(b: Bindings, var):
-    """(spec, order, shift) when the kernel bound to ``var`` may write over its input, else None."""
+    """(spec, input var) when the kernel bound to ``var`` may write over its input, else None."""
     k = b.kernel(var)
     if k is None or k[2] is None:
         return None
@@ -57,13 +57,27 @@ def _candidate(b: Bindings, var):
     reader = b.sole_reader(x)
     if reader is None or not reader.same_as(var) or x in b.outputs or not _owns_storage(b, x):
         return None
-    g = geometry.spec_geometry(spec)
-    order, shift, span = geometry.best_order(**g, align=SHIFT_ALIGN)
+    return spec, x
+
+
+def _choose(spec, at: int, extent: tuple[int, int]):
+    """(order, shift, new extent) for a convolution whose input sits ``at`` bytes from its chain's start,
+    the chain so far covering ``extent``: the loop order that keeps the chain narrowest (ascending on a
+    tie), or None when no overlap saves a byte. A chain of overlaps is placed as one piece (plan/greedy.py's
+    chains), so ascending passes alone drift it down the arena pass after pass; alternating orders keep
+    its members near one offset."""
     size_x = int(np.prod(spec["x_shape"]))
     size_y = int(np.prod(spec["out_shape"]))
-    if span >= size_x + size_y:
-        return None  # no overlap saves a byte
-    return spec, order, shift
+    best = None
+    for order in (geometry.FORWARD, geometry.REVERSE):
+        r = geometry.rows(**geometry.spec_geometry(spec), order=order)
+        shift = geometry.aligned_shift(geometry.shift_bound(r, order), SHIFT_ALIGN, order)
+        if not geometry.shared_bytes(size_x, size_y, shift):
+            continue
+        lo, hi = min(extent[0], at + shift), max(extent[1], at + shift + size_y)
+        if best is None or hi - lo < best[2][1] - best[2][0]:
+            best = (order, shift, (lo, hi))
+    return best
 
 
 def reverse_pixel_loops(prim: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -110,9 +124,26 @@ def overlap_convolutions(mod: tvm.IRModule) -> tvm.IRModule:
     """Every eligible convolution's output over its dying input, at the shift its loop order proves safe."""
     b = Bindings(mod)
     replace = {}
+    at: dict = {}  # var -> (chain root, offset from the root's start) of outputs written over their input
+    extent: dict = {}  # chain root -> (lowest, highest) byte of its members relative to the root
     for var in b.defs:
+        k = b.kernel(var)
+        attrs = (k[1].attrs or {}) if k is not None else {}
+        if k is not None and "edgemem.inplace" in attrs and "edgemem.overlap" not in attrs:
+            src = k[3][int(attrs["edgemem.inplace"])]  # written over its input at the same offset: same place
+            if src in at:
+                at[var] = at[src]
+            continue
         found = _candidate(b, var)
-        if found is not None:
-            _spec, order, shift = found
-            replace[var] = _overlap_call(b, var, order, shift)
+        if found is None:
+            continue
+        spec, x = found
+        root, pos = at.get(x, (x, 0))
+        size_x = int(np.prod(spec["x_shape"]))
+        choice = _choose(spec, pos, extent.get(root, (0, size_x)))
+        if choice is None:
+            continue
+        order, shift, extent[root] = choice
+        at[var] = (root, pos + shift)
+        replace[var] = _overlap_call(b, var, order, shift)
     return rebuild(mod, replace) if replace else mod

@@ -57,7 +57,7 @@ class Instance:
                     u = stack.pop()
                     for j, rel in self.mates[u]:
                         if not seen[j]:
-                            seen[j], self.group[j], self.rel[j] = True, i, self.rel[u] + rel
+                            seen[j], self.group[j], self.rel[j] = True, i, self.rel[u] - rel  # off(u) = off(j) + rel
                             stack.append(j)
         self.members: dict[int, list[int]] = {}
         for i in range(self.n):
