@@ -51,6 +51,8 @@ def _place(buffers: list[Buffer], algorithms: list[str], deadline: float,
     for name in algorithms:
         if name == "exact" and len(buffers) > EXACT_MAX_BUFFERS:
             continue  # too big to prove anything in budget
+        if name.endswith("_chains") and not any(b.alias for b in buffers):
+            continue  # no in-place partners: the plain greedy order already ran
         if best is not None and time.perf_counter() > deadline:
             break
         offsets = ALGORITHMS[name](buffers, incumbent=best, deadline=deadline, effort=effort)

@@ -38,9 +38,12 @@ class Instance:
         # A buffer may have two (written over its alias, and itself overwritten by the next op): a chain.
         index = {b.name: i for i, b in enumerate(self.buffers)}
         self.mates: list[list[tuple[int, int]]] = [[] for _ in self.buffers]
+        overwritten = [False] * self.n  # one writer per dying buffer (two would be live together over it)
         for i, b in enumerate(self.buffers):
             j = index.get(b.alias, -1) if b.alias else -1
-            if j >= 0 and self.buffers[j].last == b.first and b.shift % b.align == 0 and b.shift % self.buffers[j].align == 0:
+            if j >= 0 and not overwritten[j] and self.buffers[j].last == b.first and b.shift % b.align == 0 \
+                    and b.shift % self.buffers[j].align == 0:  # fmt: skip
+                overwritten[j] = True
                 self.mates[i].append((j, b.shift))
                 self.mates[j].append((i, -b.shift))
         # rigid: a chain of partners is placed as one piece, every member at its partner's offset + rel
@@ -52,13 +55,17 @@ class Instance:
             for i in range(self.n):
                 if seen[i] or not self.mates[i]:
                     continue
-                seen[i], stack = True, [i]
+                seen[i], stack, members = True, [i], [i]
                 while stack:
                     u = stack.pop()
                     for j, rel in self.mates[u]:
-                        if not seen[j]:
-                            seen[j], self.group[j], self.rel[j] = True, i, self.rel[u] - rel  # off(u) = off(j) + rel
-                            stack.append(j)
+                        bj = self.buffers[j]
+                        if seen[j] or any(m != u and self.buffers[m].first <= bj.last and bj.first <= self.buffers[m].last
+                                          for m in members):  # fmt: skip
+                            continue  # a member live with another one than its partner: it starts a piece of its own
+                        seen[j], self.group[j], self.rel[j] = True, i, self.rel[u] - rel  # off(u) = off(j) + rel
+                        members.append(j)
+                        stack.append(j)
         self.members: dict[int, list[int]] = {}
         for i in range(self.n):
             self.members.setdefault(self.group[i], []).append(i)
