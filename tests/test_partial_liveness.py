@@ -242,9 +242,8 @@ def test_random_plans_with_shifted_chains_pass_the_checker():
 
 
 @pytest.mark.parametrize("name, whole, target", [
-    ("mlperf_kws_dscnn_int8", 16_000, 8_640),  # issue 20's zero-MAC targets
-    ("mlperf_vww_96_int8", 55_296, 37_632),
-])  # fmt: skip
+    ("mlperf_kws_dscnn_int8", 16_000, 8_640),  # issue 20's zero-MAC target; vww, person_detect, the ResNets:
+])  # fmt: skip                                 # benchmarks/below_bound.py --run (each build ~40 s here)
 def test_models_go_below_the_whole_tensor_bound_bit_exact(name, whole, target, tmp_path):
     path = model_path(name)
     result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(passes=PASSES))
