@@ -5,6 +5,13 @@ where it overlaps in bytes no already placed buffer whose lifetime intersects it
 placement step of TFLM's GreedyMemoryPlanner (walk the placed, time-conflicting buffers by offset and
 take the first gap big enough); the heuristics differ only in the order they feed it.
 
+In-place partners (an output written over its dying input, ``Buffer.alias``, at ``Buffer.shift`` bytes from
+the input's start for partial liveness) may overlap: a buffer whose partner is already placed first tries
+the partner's offset plus the shift. ``rigid``: a chain of partners (each output overwritten in turn by the
+next op) is placed as one piece, every member at its fixed offset from the others, at the lowest base
+where each member misses the placed buffers live with it -- the shifts of partial liveness move each
+member a little, and placed one by one the chain rarely lines up again.
+
 ``Instance`` precomputes padded sizes and the time-conflict lists once, so one first-fit pass costs
 O(sum of conflict degrees x log) rather than O(n^2), and the hill climb can redo only a suffix.
 """
