@@ -9,13 +9,14 @@ Four layers, each against its own oracle:
 - the planner and the independent checker: a pair placed at its shift passes, one row further is refused
   naming the pixel, the storage model counts the shared bytes once, random plans with shifted pairs pass;
 - whole models under QEMU: the arena drops below the whole-tensor bound, bit-exact with TFLite Micro,
-  the device's high-water mark equal to the plan.
+  the device's high-water mark equal to the plan; and on the host under AddressSanitizer + UBSan.
 """
 
 from __future__ import annotations
 
 import ctypes
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from edgemem.memory import peak
 from edgemem.passes.overlap import overlap_kernel
 from edgemem.plan import ArenaPlan, Buffer, Placement, PlanError, check_plan, lower_bound, plan_arena
 from edgemem.reference import seeded_inputs, tflm_outputs
+from edgemem.target.host import HOST_COMPILERS, build_host, run_host
 
 from shared_models import model_path
 
@@ -260,3 +262,10 @@ def test_models_go_below_the_whole_tensor_bound_bit_exact(name, whole, target, t
         np.testing.assert_array_equal(out, ref)
     top = max(result.plan.placements[b].offset + result.graph.tensors[b].nbytes for b in result.plan.placements)
     assert res["arena_high_water_bytes"] == top and arena - 4 < top
+    # on the host under AddressSanitizer + UBSan (-Werror): overlapping input and output, nothing reported
+    compilers = [cc for cc in HOST_COMPILERS if shutil.which(cc)]
+    if compilers:
+        exe = build_host(tmp_path / "p", tmp_path / "host", cc=compilers[0], sanitize=True)
+        run = run_host(exe, [a.tobytes() for a in x], [o["bytes"] for o in result.info["outputs"]])
+        for raw, ref in zip(run.outputs, tflm_outputs(path, x)):
+            np.testing.assert_array_equal(np.frombuffer(raw, ref.dtype).reshape(ref.shape), ref)
