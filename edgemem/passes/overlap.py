@@ -60,7 +60,15 @@ def _candidate(b: Bindings, var):
     return spec, x
 
 
-def _choose(spec, at: int, extent: tuple[int, int]):
+def _reversible(prim) -> bool:
+    try:
+        reverse_pixel_loops(prim)
+    except ValueError:  # a kernel of another shape (not declarations then pixel loops): ascending only
+        return False
+    return True
+
+
+def _choose(spec, at: int, extent: tuple[int, int], orders=(geometry.FORWARD, geometry.REVERSE)):
     """(order, shift, new extent) for a convolution whose input sits ``at`` bytes from its chain's start,
     the chain so far covering ``extent``: the loop order that keeps the chain narrowest (ascending on a
     tie), or None when no overlap saves a byte. A chain of overlaps is placed as one piece (plan/greedy.py's
@@ -69,7 +77,7 @@ def _choose(spec, at: int, extent: tuple[int, int]):
     size_x = int(np.prod(spec["x_shape"]))
     size_y = int(np.prod(spec["out_shape"]))
     best = None
-    for order in (geometry.FORWARD, geometry.REVERSE):
+    for order in orders:
         r = geometry.rows(**geometry.spec_geometry(spec), order=order)
         shift = geometry.aligned_shift(geometry.shift_bound(r, order), SHIFT_ALIGN, order)
         if not geometry.shared_bytes(size_x, size_y, shift):
@@ -140,7 +148,8 @@ def overlap_convolutions(mod: tvm.IRModule) -> tvm.IRModule:
         spec, x = found
         root, pos = at.get(x, (x, 0))
         size_x = int(np.prod(spec["x_shape"]))
-        choice = _choose(spec, pos, extent.get(root, (0, size_x)))
+        orders = (geometry.FORWARD, geometry.REVERSE) if _reversible(k[1]) else (geometry.FORWARD,)
+        choice = _choose(spec, pos, extent.get(root, (0, size_x)), orders)
         if choice is None:
             continue
         order, shift, extent[root] = choice
