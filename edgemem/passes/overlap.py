@@ -34,6 +34,7 @@ from ..memory import overlap as geometry
 from .rewrite import Bindings, add_kernel, rebuild
 
 _KINDS = ("conv2d", "depthwise_conv2d")  # the fast int8 builders (spec "folded"): loop order in memory/overlap.py
+_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 SHIFT_ALIGN = 16  # the shift is a multiple of every board's arena alignment (boards/*.toml: 4 to 16)
 
 
@@ -51,6 +52,8 @@ def _candidate(b: Bindings, var):
     attrs = prim.attrs or {}
     if spec["builder"] not in _KINDS or not spec.get("folded") or "edgemem.inplace" in attrs:
         return None
+    if str(attrs.get("edgemem.op", "")) not in _OPS or len(prim.params) != 6:
+        return None  # a fused kernel (CONV_2D+ADD, ...) keeps no plain convolution's loop order or arguments
     x = args[0]
     if not isinstance(x, relax.Var) or isinstance(x.ty, relax.TupleType) or str(x.ty.dtype) != "int8":
         return None
