@@ -269,3 +269,52 @@ def test_models_go_below_the_whole_tensor_bound_bit_exact(name, whole, target, t
         run = run_host(exe, [a.tobytes() for a in x], [o["bytes"] for o in result.info["outputs"]])
         for raw, ref in zip(run.outputs, tflm_outputs(path, x)):
             np.testing.assert_array_equal(np.frombuffer(raw, ref.dtype).reshape(ref.shape), ref)
+
+
+def _pool_reference(kind, x, k, stride, pad, out_hw, rq):
+    """TFLM's int8 pooling over the in-bounds window: the maximum, or the mean rounded half away from zero."""
+    _, h, w, c = x.shape
+    ho, wo = out_hw
+    out = np.zeros((1, ho, wo, c), np.int8)
+    for i in range(ho):
+        for j in range(wo):
+            y0, z0 = i * stride[0] - pad[0], j * stride[1] - pad[1]
+            win = x[0, max(y0, 0) : min(y0 + k, h), max(z0, 0) : min(z0 + k, w)].astype(np.int64).reshape(-1, c)
+            if kind == "max":
+                v = win.max(axis=0)
+            else:
+                s, n = win.sum(axis=0), len(win)
+                v = np.where(s > 0, (s + n // 2) // n, -((-s + n // 2) // n))
+            out[0, i, j] = np.clip(v, rq.act_min, rq.act_max)
+    return out
+
+
+POOLS = [("max", (8, 8, 8), 2, (2, 2), (0, 0), (4, 4)), ("avg", (7, 6, 8), 3, (1, 1), (1, 1), (7, 6)),
+         ("max", (9, 9, 4), 3, (2, 2), (0, 0), (4, 4))]  # fmt: skip
+
+
+@pytest.mark.skipif(HOST_CC is None, reason="host gcc not installed")
+@pytest.mark.parametrize("case", POOLS, ids=[f"{p[0]}{p[2]}-s{p[3][0]}" for p in POOLS])
+def test_pooling_over_its_own_input_at_the_proven_shift_is_exact_and_one_row_more_is_wrong(case, tmp_path):
+    kind, (h, w, c), k, stride, pad, (ho, wo) = case
+    x = np.random.default_rng(h * 10 + k).integers(-128, 128, size=(1, h, w, c), dtype=np.int8)
+    rq = Requant(0, -100, 110)
+    build = int8_ops.max_pool2d if kind == "max" else int8_ops.average_pool2d
+    prim = build((1, h, w, c), (k, k), stride, pad, (1, ho, wo, c), rq)
+    expected = _pool_reference(kind, x, k, stride, pad, (ho, wo), rq)
+    g = dict(x_shape=(1, h, w, c), out_shape=(1, ho, wo, c), kernel=(k, k), stride=stride, dilation=(1, 1), pad=pad)
+    shift = geometry.shift_bound(geometry.rows(**g), geometry.FORWARD)
+    kernel = overlap_kernel(prim, geometry.FORWARD, shift)
+
+    def run(delta, name):
+        lib = compile_shared(prim_funcs_to_c({name: kernel}, scratch="error"), tmp_path, name)
+        base = max(0, -delta)
+        memory = np.zeros(base + max(x.size, delta + expected.size), np.int8)
+        memory[base : base + x.size] = x.reshape(-1)
+        fn = getattr(lib, name)
+        fn.restype = ctypes.c_int32
+        assert fn(ctypes.c_void_p(memory.ctypes.data + base), ctypes.c_void_p(memory.ctypes.data + base + delta)) == 0
+        return memory[base + delta : base + delta + expected.size].reshape(expected.shape)
+
+    np.testing.assert_array_equal(run(shift, "ok"), expected)
+    assert not np.array_equal(run(shift + max(w * c, wo * c), "bad"), expected)  # one row further: wrong

@@ -60,11 +60,9 @@ def _overlap_rows(graph, t):
     attrs = graph.ops[t.producer].prim.attrs or {}
     if "edgemem.overlap" not in attrs:
         return None
-    import json
+    from .overlap import kernel_rows
 
-    from .overlap import spec_rows
-
-    return tuple(spec_rows(json.loads(str(attrs["edgemem.spec"])), json.loads(str(attrs["edgemem.overlap"]))))
+    return tuple(kernel_rows(attrs))
 
 
 def from_tflite(source, align: int = 4, views=VIEW_OPS, size_of=None, folded=frozenset(), constants=frozenset()) -> MemoryModel:

@@ -134,6 +134,24 @@ def spec_geometry(spec: dict) -> dict:
             "stride": spec["stride"], "dilation": spec["dilation"], "pad": spec["pad"]}
 
 
-def spec_rows(spec: dict, overlap: dict) -> list[tuple[int, int, int, int]]:
-    """``rows`` of a kernel marked by passes/overlap.py (``overlap``: its ``edgemem.overlap`` attribute)."""
-    return rows(**spec_geometry(spec), order=overlap["order"], tile=int(overlap["tile"]))
+def kernel_geometry(attrs) -> dict | None:
+    """The window geometry of a kernel from its attributes: a convolution's ``edgemem.spec`` or a pooling's
+    ``edgemem.window`` (frontend/ops/reductions.py); None for any other kernel."""
+    import json
+
+    if "edgemem.spec" in attrs:
+        spec = json.loads(str(attrs["edgemem.spec"]))
+        return spec_geometry(spec) if "w_shape" in spec and "stride" in spec else None
+    if "edgemem.window" in attrs:
+        w = json.loads(str(attrs["edgemem.window"]))
+        return {"x_shape": w["x_shape"], "out_shape": w["out_shape"], "kernel": w["kernel"], "stride": w["stride"],
+                "dilation": (1, 1), "pad": w["pad"]}  # fmt: skip
+    return None
+
+
+def kernel_rows(attrs) -> list[tuple[int, int, int, int]]:
+    """``rows`` of a kernel marked by passes/overlap.py (its ``edgemem.overlap`` attribute: order and tile)."""
+    import json
+
+    overlap = json.loads(str(attrs["edgemem.overlap"]))
+    return rows(**kernel_geometry(attrs), order=overlap["order"], tile=int(overlap["tile"]))

@@ -1,5 +1,5 @@
-"""Partial liveness (issue 20, zero extra MACs): a convolution writes its output over input rows no later
-output pixel reads.
+"""Partial liveness (issue 20, zero extra MACs): a convolution or pooling writes its output over input rows
+no later output pixel reads.
 
 A CONV_2D or DEPTHWISE_CONV_2D (the fast int8 kernels) whose input dies there -- read by nothing else, owning
 its storage (a kernel's output or a model input, not a view), not a model output -- keeps its kernel and
@@ -16,7 +16,10 @@ at the input's start and grow upwards. The pass takes, per convolution, the orde
 bytes, ascending on a tie (the kernels as built). The kernel's parameters lose ``restrict`` (input and
 output may share memory).
 
-Left out: pooling (no kernel spec to read the geometry from), the 16x8 kernels, a depthwise convolution
+MAX_POOL_2D and AVERAGE_POOL_2D (int8, TE kernels computing one output element at a time in NHWC order, their
+window in ``edgemem.window``) take the same rule, ascending only.
+
+Left out: the 16x8 kernels, a depthwise convolution
 the in-place pass already writes over its input (shift 0, no gain), a convolution whose output grows so
 much that no shift saves a byte.
 """
@@ -35,6 +38,7 @@ from .rewrite import Bindings, add_kernel, rebuild
 
 _KINDS = ("conv2d", "depthwise_conv2d")  # the fast int8 builders (spec "folded"): loop order in memory/overlap.py
 _OPS = ("CONV_2D", "DEPTHWISE_CONV_2D")
+_POOLS = ("MAX_POOL_2D", "AVERAGE_POOL_2D")
 SHIFT_ALIGN = 16  # the shift is a multiple of every board's arena alignment (boards/*.toml: 4 to 16)
 
 
@@ -44,23 +48,30 @@ def _owns_storage(b: Bindings, x) -> bool:
 
 
 def _candidate(b: Bindings, var):
-    """(spec, input var) when the kernel bound to ``var`` may write over its input, else None."""
+    """(window geometry, input var) when the kernel bound to ``var`` may write over its input, else None."""
     k = b.kernel(var)
-    if k is None or k[2] is None:
+    if k is None:
         return None
     gv, prim, spec, args = k
     attrs = prim.attrs or {}
-    if spec["builder"] not in _KINDS or not spec.get("folded") or "edgemem.inplace" in attrs:
+    if "edgemem.inplace" in attrs:
         return None
-    if str(attrs.get("edgemem.op", "")) not in _OPS or len(prim.params) != 6:
-        return None  # a fused kernel (CONV_2D+ADD, ...) keeps no plain convolution's loop order or arguments
+    kind = str(attrs.get("edgemem.op", ""))
+    if kind in _OPS:  # the fast convolutions: x, w, bias, mult, shift, out
+        if spec is None or spec["builder"] not in _KINDS or not spec.get("folded") or len(prim.params) != 6:
+            return None  # a fused kernel (CONV_2D+ADD, ...) keeps no plain convolution's loop order or arguments
+    elif kind in _POOLS:  # int8 pooling (TE, one output element at a time, ascending): x, out
+        if "edgemem.window" not in attrs or len(prim.params) != 2:
+            return None
+    else:
+        return None
     x = args[0]
     if not isinstance(x, relax.Var) or isinstance(x.ty, relax.TupleType) or str(x.ty.dtype) != "int8":
         return None
     reader = b.sole_reader(x)
     if reader is None or not reader.same_as(var) or x in b.outputs or not _owns_storage(b, x):
         return None
-    return spec, x
+    return geometry.kernel_geometry(attrs), x
 
 
 def _reversible(prim) -> bool:
@@ -71,17 +82,17 @@ def _reversible(prim) -> bool:
     return True
 
 
-def _choose(spec, at: int, extent: tuple[int, int], orders=(geometry.FORWARD, geometry.REVERSE)):
-    """(order, shift, new extent) for a convolution whose input sits ``at`` bytes from its chain's start,
-    the chain so far covering ``extent``: the loop order that keeps the chain narrowest (ascending on a
-    tie), or None when no overlap saves a byte. A chain of overlaps is placed as one piece (plan/greedy.py's
-    chains), so ascending passes alone drift it down the arena pass after pass; alternating orders keep
-    its members near one offset."""
-    size_x = int(np.prod(spec["x_shape"]))
-    size_y = int(np.prod(spec["out_shape"]))
+def _choose(g: dict, at: int, extent: tuple[int, int], orders=(geometry.FORWARD, geometry.REVERSE)):
+    """(order, shift, new extent) for a kernel of window geometry ``g`` whose input sits ``at`` bytes from
+    its chain's start, the chain so far covering ``extent``: the loop order that keeps the chain narrowest
+    (ascending on a tie), or None when no overlap saves a byte. A chain of overlaps is placed as one piece
+    (plan/greedy.py's chains), so ascending passes alone drift it down the arena pass after pass;
+    alternating orders keep its members near one offset."""
+    size_x = int(np.prod(g["x_shape"]))
+    size_y = int(np.prod(g["out_shape"]))
     best = None
     for order in orders:
-        r = geometry.rows(**geometry.spec_geometry(spec), order=order)
+        r = geometry.rows(**g, order=order)
         shift = geometry.aligned_shift(geometry.shift_bound(r, order), SHIFT_ALIGN, order)
         if not geometry.shared_bytes(size_x, size_y, shift):
             continue
@@ -148,11 +159,14 @@ def overlap_convolutions(mod: tvm.IRModule) -> tvm.IRModule:
         found = _candidate(b, var)
         if found is None:
             continue
-        spec, x = found
+        g, x = found
         root, pos = at.get(x, (x, 0))
-        size_x = int(np.prod(spec["x_shape"]))
-        orders = (geometry.FORWARD, geometry.REVERSE) if _reversible(k[1]) else (geometry.FORWARD,)
-        choice = _choose(spec, pos, extent.get(root, (0, size_x)), orders)
+        size_x = int(np.prod(g["x_shape"]))
+        # descending only for the fast convolutions, whose outer loops walk pixel tiles (a TE pooling's outer
+        # loop is the batch: reversing it would not reverse the pixels)
+        fast = str(attrs.get("edgemem.op", "")) in _OPS
+        orders = (geometry.FORWARD, geometry.REVERSE) if fast and _reversible(k[1]) else (geometry.FORWARD,)
+        choice = _choose(g, pos, extent.get(root, (0, size_x)), orders)
         if choice is None:
             continue
         order, shift, extent[root] = choice
