@@ -1,8 +1,10 @@
-"""Partial liveness (issue 20): a convolution writes its output over input rows no later output pixel reads.
+"""Partial liveness (issue 20): a convolution or pooling writes its output over input rows no later output
+pixel reads.
 
 Four layers, each against its own oracle:
 - the kernels, compiled for the host and run with input and output in *one* buffer at the shift
-  memory/overlap.py proves safe, against a numpy convolution with TFLM's requantization; the control: one
+  memory/overlap.py proves safe, against a numpy convolution with TFLM's requantization (pooling: TFLM's
+  max / rounded mean); the control: one
   output row more overlap and the output is wrong (as tests/test_inplace.py does for the depthwise);
 - the geometry against a brute-force replay of the kernels' access order (pixel tiles, ascending or
   descending): every byte read after a write lies outside what was written;

@@ -1,12 +1,13 @@
 """Partial liveness (issue 20): an output born pixel by pixel over an input that dies pixel by pixel.
 
-A convolution (or depthwise convolution) whose input X dies at its step may write its output Y over the
+A convolution, depthwise convolution or pooling whose input X dies at its step may write its output Y over the
 input bytes no later output pixel reads. Which bytes those are follows from the window geometry and the
 kernel's loop order, nothing else:
 
 - the fast kernels (kernels/int8_ops.py ``*_fast``) run one outer loop over output pixels in ascending
   flat order (NHWC: row-major), each pass computing a tile of at most ``TILE`` consecutive pixels, every
-  channel of them, reading their input windows and writing their outputs in any order inside the pass;
+  channel of them, reading their input windows and writing their outputs in any order inside the pass; the
+  int8 poolings (TE kernels) compute one output element at a time in NHWC order, a tile of one pixel;
 - ``reverse`` order (passes/overlap.py reverses the outer loops of a kernel) runs the same passes from the
   last pixel down.
 
