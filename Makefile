@@ -26,8 +26,9 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(VENV)/bin/edgemem build --board $(BOARD) $(MODEL) -o out/demo --force --run
 
+# One pytest worker per core (pytest-xdist), whole test files per worker so module-scoped builds are shared.
 test: setup
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile
 
 # The converter-made test models (tests/models/): TensorFlow's own converter in a venv of its own (dev-only:
 # tests and CI read the committed .tflite files and need no TensorFlow).

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgemem import pipeline  # noqa: E402
+from edgemem import device_run, pipeline  # noqa: E402
 from edgemem.errors import DoesNotFitError  # noqa: E402
 
 SHARED = ROOT.parent.parent / "shared" if (ROOT.parent.parent / "shared").is_dir() else ROOT.parent / "shared"
@@ -46,7 +46,7 @@ def build(path: Path, board: str, out: Path, passes, run: bool) -> dict:
     row = {"arena": result.info["arena_bytes"], "bound": result.info["lower_bound_bytes"], "big": options.ram is not None,
            "overlaps": sum(1 for t in result.graph.tensors.values() if t.alias_shift)}  # fmt: skip
     if run:
-        res = pipeline.run(out, seed=0)
+        res = device_run.run(out, seed=0)
         row.update(exact=res["bit_exact"] if res["oracle"] == "tflm" else res["matches_reference"],
                    high_water=res["arena_high_water_bytes"], instructions=res["instructions"])
     return row

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgemem import pipeline  # noqa: E402
+from edgemem import device_run, pipeline  # noqa: E402
 from edgemem.errors import EdgememError  # noqa: E402
 
 DEFAULT = [
@@ -38,7 +38,7 @@ def measure(path: Path, board: str) -> dict:
         t0 = time.perf_counter()
         result = pipeline.build(path, board, Path(tmp) / "p")
         seconds = time.perf_counter() - t0
-        res = pipeline.run(Path(tmp) / "p", seed=0)
+        res = device_run.run(Path(tmp) / "p", seed=0)
     return {"info": result.info, "run": res, "seconds": seconds}
 
 

@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/fuzz.py --runs 10000 --seeds small       # what tests/test_fuzz.py runs
 
 Target `front` (default): every stage a `.tflite` file meets before TVM, in the order `edgemem build` runs them --
-the RAM floor check (`pipeline._check_floor`: read + validate the flatbuffer, the operator floor, the file-order
+the RAM floor check (`budget.check_floor`: read + validate the flatbuffer, the operator floor, the file-order
 plan when it does not fit), `inspect_tflite` (types, dynamic shapes, inputs/outputs) and the file-order live
 ranges. Target `build` adds `pipeline.build(compile=False)` (TVM import, lowering, schedule, plan, C) on the
 inputs the front end accepts (a few percent of the mutants, 0.1-1 s each): about 10x slower, so CI fuzzes `front`
@@ -48,8 +48,10 @@ def check_model_bytes(data: bytes, scratch: Path, board) -> str:
     """Run the front end on one input; returns the name of the EdgememError that ended it ('' if none).
     Anything else propagates: that is a crash."""
     from edgemem import pipeline
+    from edgemem.budget import check_floor
     from edgemem.errors import EdgememError
     from edgemem.frontend.footprint import file_order_live_ranges
+    from edgemem.passes.optimize import floor_passes
     from edgemem.frontend.tflite_import import inspect_tflite, parse_tflite
 
     path = scratch / "input.tflite"
@@ -59,7 +61,7 @@ def check_model_bytes(data: bytes, scratch: Path, board) -> str:
     except EdgememError as exc:
         return type(exc).__name__  # the stages below would stop at the same check (read_tflite parses the same way)
     outcome = ""
-    for stage in (lambda: pipeline._check_floor(path, board), lambda: inspect_tflite(path),
+    for stage in (lambda: check_floor(path, board, floor_passes(pipeline.BuildOptions())), lambda: inspect_tflite(path),
                   lambda: file_order_live_ranges(model)):  # fmt: skip
         try:
             stage()
@@ -92,11 +94,11 @@ def worker(target: str, libfuzzer_args: list[str]) -> None:
     import atheris
 
     with atheris.instrument_imports(include=["edgemem", "tflite", "flatbuffers"]):
-        from edgemem import pipeline
         from edgemem.board import load_board
+        from edgemem.budget import board_with_budget
         from edgemem.frontend import footprint, tflite_import  # noqa: F401 - instrumented for coverage
 
-    board = pipeline.board_with_budget(load_board(BOARD), None, None)
+    board = board_with_budget(load_board(BOARD), None, None)
     scratch = Path(os.environ.get("EDGEMEM_FUZZ_SCRATCH") or tempfile.mkdtemp(prefix="edgemem-fuzz-"))
     scratch.mkdir(parents=True, exist_ok=True)
 
@@ -223,7 +225,7 @@ def report(res: dict, argv: list[str]) -> str:
         "",
         f"Command: `.venv/bin/python benchmarks/fuzz.py {' '.join(argv)}`",
         "",
-        f"Target `{res['target']}`: `pipeline._check_floor` (read + validate the flatbuffer, operator floor, "
+        f"Target `{res['target']}`: `budget.check_floor` (read + validate the flatbuffer, operator floor, "
         "file-order plan), `inspect_tflite` (types, dynamic shapes, inputs/outputs) and `file_order_live_ranges` "
         "on each input" + (", then `pipeline.build(compile=False)` (TVM import, lowering, schedule, plan, C) on the "
         "inputs those accept" if res["target"] == "build" else "") + "; an exception other than `EdgememError` is "

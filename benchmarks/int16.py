@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from edgemem import pipeline  # noqa: E402
+from edgemem import device_run, pipeline  # noqa: E402
 from edgemem.errors import EdgememError  # noqa: E402
 from edgemem.reference import tflm_arena_bytes  # noqa: E402
 
@@ -53,7 +53,7 @@ def measure(path: Path) -> dict:
         t0 = time.perf_counter()
         result = pipeline.build(path, "stm32f746", Path(tmp) / "p", pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
         seconds = time.perf_counter() - t0
-        run = pipeline.run(Path(tmp) / "p", seed=0, timeout_s=600)
+        run = device_run.run(Path(tmp) / "p", seed=0, timeout_s=600)
     return {"info": result.info, "run": run, "seconds": seconds}
 
 

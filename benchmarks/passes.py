@@ -25,7 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgemem.passes.orchestrate import EffectTable, learn, orchestrate  # noqa: E402
+from edgemem.passes.effects import EffectTable, learn  # noqa: E402
+from edgemem.passes.orchestrate import orchestrate  # noqa: E402
+from edgemem.device_run import run as run_on_device
+from pass_baselines import EXTRA  # noqa: E402  (benchmarks/pass_baselines.py: greedy)
 
 MODELS = ROOT.parent / "shared" / "models"
 
@@ -47,7 +50,7 @@ def lowered_models(names: list[str] | None):
 
 def run(mod, name, table, seconds, baselines=()):
     t0 = time.perf_counter()
-    r = orchestrate(mod, table=table, time_budget=seconds, baselines=baselines, model_name=name)
+    r = orchestrate(mod, table=table, time_budget=seconds, baselines=baselines, model_name=name, extra_baselines=EXTRA)
     return r, time.perf_counter() - t0
 
 
@@ -67,7 +70,7 @@ def qemu_check(path: Path, seconds: float) -> str:
         except Exception as exc:
             return f"build: {type(exc).__name__}"
         x = seeded_inputs(path, 0)
-        res = pipeline.run(Path(tmp) / "p", x)
+        res = run_on_device(Path(tmp) / "p", x)
         same = all(np.array_equal(a, b) for a, b in zip(res["output_arrays"], tflm_outputs(path, x)))
         return f"{result.info['arena_bytes']:,} {'bit-exact' if same else 'DIFFERS'}"
 

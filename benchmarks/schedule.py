@@ -3,7 +3,7 @@ the plain Serenity DP (exact without edgemem's additions: the baseline of the HM
 
 On the real models in ../shared/models (Dags read from the flatbuffer, arena alignment 4; with
 --tvm, from the OpGraph of the TVM pipeline instead, for the models it reads) and on generated
-irregular graphs (edgemem.schedule.random_graphs, every family, several sizes and seeds).
+irregular graphs (tests/random_graphs.py, every family, several sizes and seeds).
 
     .venv/bin/python benchmarks/schedule.py                 # writes benchmarks/schedule.md
     .venv/bin/python benchmarks/schedule.py --quick --out - # a smaller set, table to stdout
@@ -20,11 +20,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the generated graphs (tests/random_graphs.py)
 
 from edgemem.schedule import exact, hierarchical, rpo  # noqa: E402
 from edgemem.schedule.dag import Dag  # noqa: E402
 from edgemem.schedule.exact import file_or_topo  # noqa: E402
-from edgemem.schedule.random_graphs import suite  # noqa: E402
+from random_graphs import suite  # noqa: E402
 
 MODELS = ROOT.parent / "shared" / "models"
 
@@ -198,7 +199,7 @@ def main() -> None:
         "",
         *table([r for r in rows if r["kind"] == "real"]),
         "",
-        "## Generated graphs (edgemem.schedule.random_graphs: family-target ops-seed)",
+        "## Generated graphs (tests/random_graphs.py: family-target ops-seed)",
         "",
         *table([r for r in rows if r["kind"] == "generated"]),
         "",

@@ -2,7 +2,7 @@
 
 Models: edgemem's example with a -1 batch (examples/kws_tiny_batch_int8.tflite) and every shared model
 the symbolic reader binds (its -1 batch dims, else its batch dim; alignment 4); then generated graphs
-(edgemem.schedule.random_graphs) whose sizes are a*n + b with random splits, so that the order of sizes
+(tests/random_graphs.py) whose sizes are a*n + b with random splits, so that the order of sizes
 changes over the range (affine_from). For each: the arena expression, the scheduler and placement that
 won, the worst ratio symbolic / concrete (best_schedule + plan_arena run at that n) over the sweep
 1, 2, 3, 5, ..., 64, the largest n that fits the STM32F746's 304 KiB budget, and the seconds taken.
@@ -20,9 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the generated graphs (tests/random_graphs.py)
 
 from edgemem.plan.symbolic import concrete_plan_bytes, plan_symbolic  # noqa: E402
-from edgemem.schedule.random_graphs import generate  # noqa: E402
+from random_graphs import generate  # noqa: E402
 from edgemem.schedule.symbolic import SymDag, Symbols, affine_from, parse_dim, schedule_symbolic  # noqa: E402
 
 MODELS = ROOT.parent / "shared" / "models"

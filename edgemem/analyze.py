@@ -3,10 +3,11 @@ lowering, no toolchain, no QEMU), in about a second.
 
 Per operator: its type, output shape, MACs, weight bytes and the activation bytes live at its step in the file's
 order (the storage model of edgemem.memory). For the model: every operator edgemem has no kernel for, listed at
-once (frontend/support.py); the RAM floor no order or placement can beat whatever the memory passes remove
-(memory/floor.py, the build's own early check), the arena of the file's order with the cheap placements (a plan
-the build can always reach, since it tries that order and those placements among others), the weights against
-the flash; and, for a model with a symbolic (-1) dimension, the largest value of it whose plan fits.
+once (frontend/support.py); the arena the build plans for the same options (the build's schedulers and
+placements on the storage model the memory passes leave, read from the flatbuffer: see "the build's plan"
+below); the RAM floor no order or placement can beat whatever the memory passes remove (memory/floor.py, the
+build's own early check); the weights against the flash; and, for a model with a symbolic (-1) dimension,
+the largest value of it whose plan fits.
 """
 
 from __future__ import annotations
@@ -42,16 +43,25 @@ class Analysis:
     board: str
     operators: list[OperatorRow]
     unsupported: list[str]  # "operator #i NAME (output 'x') on TYPE"
+    arena_bytes: int  # the build's arena for the same options (its schedulers and planner, passes modeled)
+    arena_pools: dict[str, int]
+    lower_bound_bytes: int  # the chosen order's peak of live bytes
+    scheduler: str
+    schedulers_tried: dict[str, int]
+    planner: str
+    passes_modeled: list[str]  # the memory passes whose storage effects the arena counts
+    plan_note: str  # how the figure relates to the build's (passes not modeled)
+    arena_exact: bool  # False: float operators TVM's FuseOps may fuse while lowering (not modeled)
     ram_floor_bytes: int  # no order or placement uses less (whatever the memory passes remove)
     ram_floor_operator: int
-    file_order_arena_bytes: int  # the file's order, cheap placements: a plan the build reaches at worst
+    file_order_arena_bytes: int  # the file's order, cheap placements, no pass
     ram_budget_bytes: int  # the board's RAM less its stack
     stack_bytes: int
     board_ram_bytes: int
     weights_bytes: int
     board_flash_bytes: int
     macs: int
-    verdict: str  # "fits", "may fit" (between floor and file-order plan), "does not fit"
+    verdict: str  # "fits" (the build's arena fits), "may fit" (only passes not modeled could make it), "does not fit"
     symbolic: dict = field(default_factory=dict)  # {"dim": name, "largest_fitting": n or None, "range": [lo, hi]}
 
     def to_json(self) -> dict:
@@ -119,27 +129,33 @@ def _largest_fitting(path: Path, board, budget: int) -> dict:
             "arena_expr": plan.peak_text(), "note": ""}  # fmt: skip
 
 
-def analyze(model_path: str | Path, board_name: str, ram: int | None = None, flash: int | None = None) -> Analysis:
+def analyze(model_path: str | Path, board_name: str, ram: int | None = None, flash: int | None = None,
+            options=None) -> Analysis:
+    """``options``: the build's (pipeline.BuildOptions: passes, opt_seconds, schedule_seconds, pool_per_region,
+    stack); ``ram``/``flash`` override the board's figures as `build --ram/--flash` do."""
     from .frontend.fold import fold_model
     from .frontend.ops.registry import operand_type
     from .frontend.support import unsupported_operators
     from .memory import from_tflite
     from .passes.catalogue import catalogue, floor_capabilities
-    from .pipeline import _file_order_plan, _ram_budget, board_with_budget
+    from .budget import board_with_budget, file_order_plan, ram_budget, with_stack
+    from .pipeline import BuildOptions
 
+    options = options or BuildOptions()
     path = Path(model_path)
     model = read_tflite(path)
-    board = board_with_budget(load_board(board_name), ram, flash)
+    board = with_stack(board_with_budget(load_board(board_name), ram, flash), options.stack)
     sg = model.Subgraphs(0)
     names = op_names(model)
     missing = unsupported_operators(model, names)
     missing_at = {u.index for u in missing}
-    _, folded = fold_model(model)
+    folded_values, folded = fold_model(model)
+    constants = frozenset(folded_values)  # outputs of operators evaluated at import: constants, not RAM
 
     def shape_of(t: int) -> list[int]:
         return indices(sg.Tensors(t).ShapeAsNumpy())
 
-    mm = from_tflite(model, 1, folded=folded)
+    mm = from_tflite(model, 1, folded=folded, constants=constants)
     live = mm.curve(list(range(mm.n)))
     live_at = {i: int(live[v]) for v, i in enumerate(mm.op_index)}
     rows, weights_seen = [], set()
@@ -159,16 +175,256 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     from .frontend.footprint import operator_floor_bytes
 
     floor, floor_op = operator_floor_bytes(model, capabilities=floor_capabilities(every_pass, model))
-    plan_bytes, _ = _file_order_plan(model, board.arena_align)
-    budget = _ram_budget(board)
+    file_bytes, _ = file_order_plan(model, board.arena_align)
+    budget = ram_budget(board)
+    plan = build_plan(model, folded, constants, board, options)
+    floats = sorted({r.name for r in rows if r.operand_type == "float32" and r.name not in ("QUANTIZE", "DEQUANTIZE")
+                     and r.index not in folded})  # fmt: skip
+    if floats:
+        plan["note"] += (f"; float operators ({', '.join(floats)}): lowering fuses float chains with TVM's FuseOps, "
+                         "which this figure does not model, so the build's arena may differ")  # fmt: skip
     weights = sum(r.weight_bytes for r in rows)
-    verdict = "fits" if plan_bytes <= budget else ("may fit" if floor <= budget else "does not fit")
+    fits = plan["arena_bytes"] is not None and plan["arena_bytes"] <= budget
+    verdict = "fits" if fits else ("may fit" if floor <= budget and plan["unmodeled"] else "does not fit")
     if weights > board.flash_bytes:
         verdict = "does not fit"
     return Analysis(
         model=str(path), board=board.name, operators=rows, unsupported=[u.label() for u in missing],
-        ram_floor_bytes=floor, ram_floor_operator=floor_op, file_order_arena_bytes=plan_bytes, ram_budget_bytes=budget,
+        arena_bytes=plan["arena_bytes"], arena_pools=plan["arena_pools"], lower_bound_bytes=plan["lower_bound_bytes"],
+        scheduler=plan["scheduler"], schedulers_tried=plan["schedulers_tried"], planner=plan["planner"],
+        passes_modeled=plan["passes"], plan_note=plan["note"], arena_exact=not floats,
+        ram_floor_bytes=floor, ram_floor_operator=floor_op, file_order_arena_bytes=file_bytes, ram_budget_bytes=budget,
         stack_bytes=board.stack_size, board_ram_bytes=board.ram_bytes, weights_bytes=weights,
         board_flash_bytes=board.flash_bytes, macs=sum(r.macs for r in rows), verdict=verdict,
         symbolic=_largest_fitting(path, board, budget) if _symbolic_dim(model) else {},
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------- the build's plan, from the flatbuffer
+#
+# The build's arena is: lowering, the memory passes, the operator schedulers (schedule/best.py) and the
+# placements (plan/). Lowering builds every kernel (1-4 s on the larger models), too slow for an answer in
+# about a second, but what the passes do to the *storage* is a function of the flatbuffer: which tensor
+# vanishes, which output is written over which dying input, which kernel needs a workspace. So analyze
+# builds the storage model from the flatbuffer (memory.from_tflite, as the early floor does), applies the
+# fixed pass sequence's storage effects with the conditions the passes check (passes/fold_pad.py,
+# passes/inplace.py) and lowering's own reshaping of the graph (a SPLIT becomes one kernel per part), and then
+# runs the build's own schedulers and planner on it. The result is the arena
+# of `build --opt-time 0` (the fixed sequence); the orchestrator's result is never larger (it starts from
+# that sequence), and equal on every shared model (benchmarks/analyze.md). Passes the model does not
+# reproduce (concat_inplace, fold_dequantize, TVM's fusion) are named in ``Analysis.plan_note``; float
+# operators, which lowering may fuse with TVM's FuseOps, make the figure an estimate (``arena_exact``).
+
+_MODELED = ("fold_pad", "inplace_depthwise", "inplace_elementwise")
+_ELEMENTWISE = ("QUANTIZE", "ADD", "MUL")
+_SPLITS = ("SPLIT", "SPLIT_V", "UNPACK")
+_INT8, _INT16 = 9, 7  # TFLite tensor types
+
+
+def _conv_padding(op, x_shape, w_shape, out_shape) -> tuple[list[int], list[int], list[int]]:
+    """(stride, dilation, [top, left]) of a TFLite DEPTHWISE_CONV_2D, padding as TFLite's SAME computes it."""
+    import tflite
+
+    from .frontend.footprint import builtin_options
+
+    o = builtin_options(op, tflite.DepthwiseConv2DOptions)
+    stride = [o.StrideH(), o.StrideW()]
+    dil = [o.DilationHFactor() or 1, o.DilationWFactor() or 1]
+    pad = [0, 0]
+    if o.Padding() == tflite.Padding.SAME:
+        for a in range(2):
+            total = max((out_shape[1 + a] - 1) * stride[a] + (w_shape[1 + a] - 1) * dil[a] + 1 - x_shape[1 + a], 0)
+            pad[a] = total // 2
+    return stride, dil, pad
+
+
+def _pad_amounts(model, op) -> list[list[int]] | None:
+    """A PAD's [[before, after]] per dimension, from its constant paddings tensor (None if not constant)."""
+    sg = model.Subgraphs(0)
+    t = sg.Tensors(int(op.Inputs(1)))
+    buf = model.Buffers(t.Buffer())
+    if buf is None or buf.DataLength() == 0:
+        return None
+    dtype = np.int64 if t.Type() == 4 else np.int32
+    return np.frombuffer(buf.DataAsNumpy().tobytes(), dtype=dtype).reshape(-1, 2).tolist()
+
+
+def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozenset()):
+    """The storage model of the lowered graph after ``passes`` (the fixed sequence by default), read from the
+    flatbuffer (``folded``/``constants``: frontend/fold.py's operators evaluated at import and their outputs).
+    Sizes unaligned when ``align`` is 1, as the planner's buffers count them."""
+    from .kernels.conv16 import MAX_INPLACE_DELAY16
+    from .kernels.int8_ops import depthwise_inplace_delay
+    from .memory import MemOp, MemoryModel, Storage, from_tflite
+    from .memory.adapters import aligned
+
+    sg = model.Subgraphs(0)
+    mm = from_tflite(model, align, folded=folded, constants=constants)
+    tensor_of = mm.tensor_of  # storage name -> tflite tensor
+    fop = {v: sg.Operators(i) for v, i in enumerate(mm.op_index)}
+
+    def tensor(t):
+        return sg.Tensors(t)
+
+    def shape(t):
+        return indices(tensor(t).ShapeAsNumpy())
+
+    def zp(t):
+        q = tensor(t).Quantization()
+        return int(q.ZeroPointAsNumpy()[0]) if q is not None and q.ZeroPointLength() else 0
+
+    def data_input(v):  # the tensor of input 0 of op v (None if absent)
+        ins = indices(fop[v].InputsAsNumpy())
+        return ins[0] if ins and ins[0] >= 0 else None
+
+    removed: set[int] = set()
+    conv_pad: dict[int, list[int]] = {}  # depthwise op -> extra [top, left] padding from a folded PAD
+    conv_x: dict[int, str] = {}  # conv op -> the storage it reads once its PAD folded
+    if "fold_pad" in passes:
+        for v, op in enumerate(mm.ops):
+            if op.kind not in ("PAD", "PADV2") or len(op.writes) != 1 or len(op.reads) != 1:
+                continue
+            out = mm.storages[op.writes[0]]
+            t_out = tensor_of[out.name]
+            amounts = _pad_amounts(model, fop[v])
+            if out.pinned or not out.readers or amounts is None or len(amounts) != 4 or amounts[0] != [0, 0] \
+                    or amounts[3] != [0, 0] or tensor(t_out).Type() != _INT8:  # fmt: skip
+                continue
+            if op.kind == "PADV2":
+                ins = indices(fop[v].InputsAsNumpy())
+                if len(ins) < 3 or ins[2] < 0:
+                    continue
+                buf = model.Buffers(tensor(ins[2]).Buffer())
+                if buf is None or buf.DataLength() != 1 or int(np.frombuffer(buf.DataAsNumpy().tobytes(), np.int8)[0]) != zp(t_out):
+                    continue
+            readers = out.readers
+            if not all(mm.ops[r].kind in ("CONV_2D", "DEPTHWISE_CONV_2D") and data_input(r) == t_out
+                       and indices(fop[r].InputsAsNumpy()).count(t_out) == 1 for r in readers):  # fmt: skip
+                continue
+            removed.add(v)
+            src = mm.storages[op.reads[0]]
+            src.readers = [r for r in src.readers if r != v] + [r for r in readers if r not in src.readers]
+            del mm.storages[out.name]
+            mm.views[out.name] = src.name
+            for r in readers:
+                mm.ops[r].reads = [src.name if s == out.name else s for s in mm.ops[r].reads]
+                conv_pad[r] = [amounts[1][0], amounts[2][0]]
+                # the convolution now reads the PAD's input: its own storage, or a view the in-place pass refuses
+                conv_x[r] = src.name if tensor_of.get(src.name) == indices(fop[v].InputsAsNumpy())[0] else None
+    workspaces: dict[int, int] = {}
+    if "inplace_depthwise" in passes:
+        for v, op in enumerate(mm.ops):
+            if v in removed or op.kind != "DEPTHWISE_CONV_2D" or len(op.writes) != 1:
+                continue
+            t_in = data_input(v)
+            x_name = conv_x[v] if v in conv_x else next((s for s in op.reads if tensor_of.get(s) == t_in), None)
+            if x_name is None:
+                continue  # its input is a view (reshape) or a constant: the pass leaves it
+            x = mm.storages[x_name]
+            t_x = tensor_of[x_name]
+            ins = indices(fop[v].InputsAsNumpy())
+            xs, ws, os_ = shape(t_x), shape(ins[1]), shape(indices(fop[v].OutputsAsNumpy())[0])
+            wide = tensor(t_x).Type() == _INT16
+            if tensor(t_x).Type() not in (_INT8, _INT16) or len(xs) != 4 or xs[0] != 1 or ws[3] != xs[3] \
+                    or int(np.prod(os_)) > int(np.prod(xs)) or x.readers != [v] or x.pinned:  # fmt: skip
+                continue
+            stride, dil, pad = _conv_padding(fop[v], shape(t_in), ws, os_)
+            extra = conv_pad.get(v, [0, 0])
+            delay = depthwise_inplace_delay(xs, ws[1:], stride, dil, [pad[0] + extra[0], pad[1] + extra[1]], os_)
+            if wide and not 1 <= delay <= MAX_INPLACE_DELAY16:
+                continue
+            mm.storages[op.writes[0]].alias = x_name
+            if delay == 0:
+                workspaces[v] = xs[1] * xs[2]
+    if "inplace_elementwise" in passes:
+        aliased = {s.name for s in mm.storages.values() if s.alias}
+        for v, op in enumerate(mm.ops):
+            if v in removed or op.kind not in _ELEMENTWISE or len(op.writes) != 1 or op.writes[0] in aliased:
+                continue
+            t_out = tensor_of[op.writes[0]]
+            for t in indices(fop[v].InputsAsNumpy()):
+                name = next((s for s in op.reads if tensor_of.get(s) == t), None)
+                if name is None:
+                    continue
+                x = mm.storages[name]
+                same = shape(t) == shape(t_out)
+                wide_enough = _itemsize(tensor(t)) >= _itemsize(tensor(t_out))
+                if same and wide_enough and x.readers == [v] and not x.pinned:
+                    mm.storages[op.writes[0]].alias = name
+                    break
+    # SPLIT/SPLIT_V/UNPACK: lowering makes one strided-slice kernel per part (passes/split_slices.py)
+    new_ops, index, op_index = [], {}, []
+    producer: dict[str, int] = {}
+    for v in range(mm.n):
+        if v in removed:
+            continue
+        op = mm.ops[v]
+        parts = [[w] for w in op.writes] if op.kind in _SPLITS and len(op.writes) > 1 else [op.writes]
+        index[v] = []
+        for writes in parts:
+            index[v].append(len(new_ops))
+            for w in writes:
+                producer[w] = len(new_ops)
+            new_ops.append(MemOp(op.name, op.kind, list(op.reads), list(writes), []))
+            op_index.append(mm.op_index[v])
+    storages = {}
+    for st in mm.storages.values():
+        readers = [k for r in st.readers if r in index for k in index[r]]
+        storages[st.name] = Storage(st.name, st.size, producer.get(st.name) if st.producer is not None else None,
+                                    readers, st.pinned, st.temp, st.alias)  # fmt: skip
+    for v, size in workspaces.items():
+        name = f"{mm.ops[v].name}#{v}:workspace"
+        k = index[v][0]
+        storages[name] = Storage(name, aligned(size, align), k, [], temp=True)
+        new_ops[k].writes.append(name)
+    out = MemoryModel(new_ops, storages, mm.views, mm.states)
+    out.op_index = op_index
+    out.tensor_of = tensor_of
+    return out
+
+
+def _itemsize(t) -> int:
+    from .frontend.footprint import _ITEMSIZE
+
+    return _ITEMSIZE.get(t.Type(), 4)
+
+
+def build_plan(model, folded, constants, board, options) -> dict:
+    """The build's schedule and arena plan (schedule.best.schedule_tried, plan.graph_plan's placements and
+    pools) on the storage model the memory passes of ``options`` leave, without lowering."""
+    from .memory import MemoryModel, Storage
+    from .memory.adapters import aligned
+    from .passes.optimize import floor_passes
+    from .plan import Buffer, PlanError, plan_arena
+    from .plan.graph_plan import board_pools
+    from .schedule.best import best_schedule
+    from .schedule.dag import Dag
+
+    if options.passes is not None:  # --passes: exactly those, in that order
+        wanted = [p for p in options.passes if options.inplace or not p.startswith("inplace")]
+        note = "--passes"
+    else:  # the orchestrator starts from the fixed sequence and never keeps a worse result
+        wanted = [p for p in _MODELED if options.inplace or not p.startswith("inplace")]
+        note = ("the fixed pass sequence (= build --opt-time 0); the orchestrator's search keeps that sequence "
+                "unless another is smaller" if options.opt_seconds > 0 else "the fixed pass sequence")  # fmt: skip
+    modeled = [p for p in wanted if p in _MODELED]
+    unmodeled = [p for p in (wanted if options.passes is not None else floor_passes(options)) if p not in _MODELED]
+    mm = modeled_memory(model, folded, 1, tuple(modeled), constants)
+    al = MemoryModel(mm.ops, {k: Storage(s.name, aligned(s.size, board.arena_align), s.producer, list(s.readers),
+                                         s.pinned, s.temp, s.alias) for k, s in mm.storages.items()},
+                     mm.views, mm.states)  # fmt: skip
+    order, peak, report = best_schedule(Dag.from_model(al), options.schedule_seconds)
+    buffers = [Buffer(r.name, r.size, r.first, r.last, board.arena_align,
+                      heat=float(1 + len(mm.storages[r.name].readers)), alias=r.alias) for r in mm.ranges(order)]  # fmt: skip
+    result = {"passes": modeled, "unmodeled": unmodeled, "scheduler": report["best"],
+              "schedulers_tried": {k: r["peak"] for k, r in report.items() if isinstance(r, dict)},
+              "note": note + (f"; not modeled: {', '.join(unmodeled)} (they can only lower the build's arena)"
+                              if unmodeled and options.passes is None else
+                              f"; not modeled: {', '.join(unmodeled)}" if unmodeled else "")}  # fmt: skip
+    try:
+        plan = plan_arena(buffers, board_pools(board, options.pool_per_region))
+    except PlanError as exc:
+        return {**result, "arena_bytes": None, "arena_pools": {}, "lower_bound_bytes": int(peak), "planner": "",
+                "note": result["note"] + f"; no placement fits the board's pools: {exc}"}  # fmt: skip
+    return {**result, "arena_bytes": plan.total_bytes, "arena_pools": dict(plan.pool_sizes),
+            "lower_bound_bytes": plan.lower_bound, "planner": plan.algorithm}

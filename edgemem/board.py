@@ -1,7 +1,9 @@
 """Boards are data: a board is a TOML file in ``boards/`` (schema documented at the top of each file).
 
-This module only reads and checks those files and derives what the firmware build needs from them
-(linker memory regions, MPU regions, compiler flags); nothing board-specific is written in Python.
+This module is the board-file schema (the dataclasses below) and its validation, nothing more: what a
+firmware image derives from a board (linker regions, -D macros, platform drivers, the MPU map) is
+``edgemem.target.image``; the MPU arithmetic is ``edgemem.target.mpu``. Nothing board-specific is written in
+Python.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from edgemem.errors import EdgememError, ToolchainError
 
 BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
 
-_TIMER_KINDS = ("cmsdk", "stm32_tim_pair", "nrf51")
+# Peripheral kinds a board file may name; each is one driver file, firmware/drivers/timer_<kind>.c or
+# uart_<kind>.c (tests/test_image.py checks the two lists agree).
+QEMU_TIMERS = ("cmsdk", "stm32_tim_pair", "nrf51")  # [qemu.timer] kind
+QEMU_UARTS = ("cmsdk", "stm32_usart", "nrf51")  # [qemu.uart] kind
+DEVICE_UARTS = ("stm32_usart", "stm32_usart_v2", "nrf51")  # [device] uart
+DEVICE_TICKS = ("dwt",)  # [device] ticks
 _SPEEDS = ("fast", "normal")
 FLASH_TOOLS = ("openocd", "st-flash", "pyocd")  # flashers edgemem knows how to drive
 
@@ -129,33 +136,6 @@ class DeviceConfig:
 
 
 @dataclass(frozen=True)
-class LinkRegion:
-    """One linker MEMORY region of the QEMU image (contiguous modelled board regions merged)."""
-
-    name: str  # linker region name, e.g. RAM_DTCM
-    origin: int
-    length: int
-    members: tuple[MemoryRegion, ...]
-    default: bool
-
-
-@dataclass(frozen=True)
-class MpuRegion:
-    name: str
-    base: int
-    size_log2: int  # region is 2**size_log2 bytes
-    srd: int  # subregion-disable mask (8 bits)
-    rasr: int  # value for MPU_RASR (attributes, SRD, SIZE, ENABLE)
-
-    @property
-    def size(self) -> int:
-        return 1 << self.size_log2
-
-    def rbar(self, number: int) -> int:
-        return self.base | 0x10 | number  # VALID + REGION
-
-
-@dataclass(frozen=True)
 class Board:
     name: str
     description: str
@@ -203,131 +183,6 @@ class Board:
                 return r
         return None
 
-    # ---- the QEMU image ----------------------------------------------------------------------
-    def qemu_address(self, region: MemoryRegion) -> int:
-        """Where a modelled RAM region sits under QEMU (the lowest one at qemu.ram_base, offsets kept)."""
-        lowest = min(r.base for r in self.ram if r.qemu)
-        return region.base - lowest + self.require_qemu().ram_base
-
-    def link_regions(self, merge: bool = True) -> list[LinkRegion]:
-        """Linker RAM regions for the QEMU image: modelled board regions, contiguous ones merged (unless
-        `merge` is False: then each board region is its own linker region, so each arena pool is pinned
-        to the addresses of the region it was planned for)."""
-        groups = _contiguous([r for r in self.ram if r.qemu], merge)
-        default = self.default_ram
-        if not default.qemu:
-            raise EdgememError(f"board {self.name}: the default RAM region {default.name} is not modelled by QEMU")
-        out = []
-        for g in groups:
-            out.append(
-                LinkRegion(
-                    name="RAM_" + _ident(g[0].name).upper(),
-                    origin=self.qemu_address(g[0]),
-                    length=sum(r.size for r in g),
-                    members=tuple(g),
-                    default=default in g,
-                )
-            )
-        return out
-
-    def device_link_regions(self) -> list[LinkRegion]:
-        """Linker RAM regions of the real board's image: its RAM regions at their own addresses (those usable
-        after reset), contiguous ones merged."""
-        groups = _contiguous([r for r in self.ram if r.device], merge=True)
-        default = self.default_ram
-        return [LinkRegion("RAM_" + _ident(g[0].name).upper(), g[0].base, sum(r.size for r in g), tuple(g), default in g)
-                for g in groups]  # fmt: skip
-
-    def device_defines(self) -> dict[str, str]:
-        """-D macros of the real board's image: its UART and tick source, no semihosting, no MPU guard (the
-        guard's map is the QEMU stand-in's). The toolchain adds the profiling set (reports over the UART)."""
-        dev = self.device
-        if dev is None:
-            raise ToolchainError(f"board {self.name} has no [device] section: edgemem makes no image for the real board.")
-        d = {
-            "EM_BOARD_NAME": f'"{self.name}"',
-            "EM_HAS_FPU": "1" if self.core.has_fpu else "0",
-            "EM_DEVICE": "1",
-            "EM_TICK_NUM": "1u",
-            "EM_TICK_DEN": "1u",
-            f"EM_TIMER_{dev.ticks.upper()}": "1",
-            f"EM_UART_{dev.uart.upper()}": "1",
-            "EM_UART_BASE": f"0x{dev.uart_base:08X}u",
-            "EM_NUM_IRQS": "96",
-            "EM_MPU_NREGIONS": "0",
-        }
-        if dev.uart_brr is not None:
-            d["EM_UART_BRR"] = f"0x{dev.uart_brr:X}u"
-        return d
-
-    def pool_region(self, pool_name: str) -> LinkRegion:
-        """The linker region a pool named `pool_name` lands in (a matching board region, else the default)."""
-        regions = self.link_regions()
-        for lr in regions:
-            if any(m.name.lower() == pool_name.lower() for m in lr.members):
-                return lr
-        return next(lr for lr in regions if lr.default)
-
-    def peripherals(self) -> list[Peripheral]:
-        uart = self.require_qemu().uart
-        extra = [Peripheral("uart", uart.base, uart.window)] if uart is not None else []
-        return list(self.qemu.peripherals) + extra
-
-    def mpu_regions(self) -> list[MpuRegion]:
-        """MPU regions allowing exactly: the flash image (read-only, executable), the board's RAM (modelled
-        regions, no execute) and the peripheral windows used (device, no execute). Everything else faults
-        because the default background map (PRIVDEFENA) stays off."""
-        out: list[MpuRegion] = []
-        # AP: 0b110 read-only, 0b011 read/write. TEX/S/C/B: flash normal WT, RAM normal WBWA, devices shared device.
-        flash_attr = (0b110 << 24) | (0b000 << 19) | (1 << 17)
-        ram_attr = (1 << 28) | (0b011 << 24) | (0b001 << 19) | (1 << 17) | (1 << 16)
-        dev_attr = (1 << 28) | (0b011 << 24) | (1 << 18) | (1 << 16)
-        for base, size_log2, srd in _cover(self.require_qemu().flash_base, self.flash.size):
-            out.append(_mpu("flash", base, size_log2, srd, flash_attr))
-        for lr in self.link_regions():
-            for base, size_log2, srd in _cover(lr.origin, lr.length):
-                out.append(_mpu(lr.name.lower(), base, size_log2, srd, ram_attr))
-        for p in self.peripherals():
-            for base, size_log2, srd in _cover(p.base, p.size):
-                out.append(_mpu(p.name, base, size_log2, srd, dev_attr))
-        if len(out) > 8:
-            raise EdgememError(
-                f"board {self.name}: needs {len(out)} MPU regions, the core has 8 "
-                f"({', '.join(r.name for r in out)}); align the memory map or drop peripherals"
-            )
-        return out
-
-    def c_defines(self) -> dict[str, str]:
-        """-D macros the firmware C (startup.c, em_runtime.c) is compiled with."""
-        t = self.require_qemu().timer
-        ipt = self.qemu.instructions_per_tick
-        d: dict[str, str] = {
-            "EM_BOARD_NAME": f'"{self.name}"',
-            "EM_HAS_FPU": "1" if self.core.has_fpu else "0",
-            "EM_TICK_NUM": f"{ipt.numerator}u",
-            "EM_TICK_DEN": f"{ipt.denominator}u",
-            "EM_TIMER_BASE": f"0x{t.base:08X}u",
-            "EM_NUM_IRQS": "96",
-        }
-        if t.kind == "cmsdk":
-            d["EM_TIMER_CMSDK"] = "1"
-            d["EM_TIMER_IRQ"] = str(t.irq)
-        elif t.kind == "stm32_tim_pair":
-            d["EM_TIMER_STM32_PAIR"] = "1"
-            d["EM_TIMER_COARSE_BASE"] = f"0x{t.coarse_base:08X}u"
-            d["EM_TIMER_COARSE_PSC"] = f"{t.coarse_prescaler - 1}u"
-        elif t.kind == "nrf51":
-            d["EM_TIMER_NRF51"] = "1"
-        if self.qemu.uart is not None:
-            d[f"EM_UART_{self.qemu.uart.kind.upper()}"] = "1"
-            d["EM_UART_BASE"] = f"0x{self.qemu.uart.base:08X}u"
-        regions = self.mpu_regions() if self.core.mpu else []
-        d["EM_MPU_NREGIONS"] = str(len(regions))
-        for i, r in enumerate(regions):
-            d[f"EM_MPU_RBAR_{i}"] = f"0x{r.rbar(i):08X}u"
-            d[f"EM_MPU_RASR_{i}"] = f"0x{r.rasr:08X}u"
-        return d
-
 
 # ---- loading -------------------------------------------------------------------------------------
 
@@ -357,15 +212,12 @@ def load_board(name_or_path: str | Path) -> Board:
         raise EdgememError(f"board file {path}: {e}") from e
 
 
-_UART_KINDS = ("cmsdk", "stm32_usart", "nrf51")
-
-
 def _uart(d: dict | None) -> QemuUart | None:
     if d is None:
         return None
     kind = str(_need(d, "kind", "[qemu.uart]"))
-    if kind not in _UART_KINDS:
-        raise ValueError(f"[qemu.uart] kind must be one of {_UART_KINDS}, got {kind!r}")
+    if kind not in QEMU_UARTS:
+        raise ValueError(f"[qemu.uart] kind must be one of {QEMU_UARTS}, got {kind!r}")
     return QemuUart(kind, _int(d, "base", "[qemu.uart]"))
 
 
@@ -427,8 +279,8 @@ def _parse(data: dict, path: Path) -> Board:
 def _parse_qemu(q: dict, core: Core) -> QemuConfig:
     td = _need(q, "timer", "[qemu]")
     kind = str(_need(td, "kind", "[qemu.timer]"))
-    if kind not in _TIMER_KINDS:
-        raise ValueError(f"[qemu.timer] kind must be one of {_TIMER_KINDS}, got {kind!r}")
+    if kind not in QEMU_TIMERS:
+        raise ValueError(f"[qemu.timer] kind must be one of {QEMU_TIMERS}, got {kind!r}")
     timer = QemuTimer(
         kind=kind,
         base=_int(td, "base", "[qemu.timer]"),
@@ -487,18 +339,14 @@ def _parse_flasher(d: dict | None, flash: MemoryRegion) -> FlasherConfig | None:
     )
 
 
-_DEVICE_UARTS = ("stm32_usart", "stm32_usart_v2", "nrf51")
-_DEVICE_TICKS = ("dwt",)
-
-
 def _parse_device(d: dict | None, core: Core) -> DeviceConfig | None:
     if d is None:
         return None
     uart, ticks = str(_need(d, "uart", "[device]")), str(_need(d, "ticks", "[device]"))
-    if uart not in _DEVICE_UARTS:
-        raise ValueError(f"[device] uart must be one of {_DEVICE_UARTS}, got {uart!r}")
-    if ticks not in _DEVICE_TICKS:
-        raise ValueError(f"[device] ticks must be one of {_DEVICE_TICKS}, got {ticks!r}")
+    if uart not in DEVICE_UARTS:
+        raise ValueError(f"[device] uart must be one of {DEVICE_UARTS}, got {uart!r}")
+    if ticks not in DEVICE_TICKS:
+        raise ValueError(f"[device] ticks must be one of {DEVICE_TICKS}, got {ticks!r}")
     if ticks == "dwt" and core.cpu in ("cortex-m0", "cortex-m0plus", "cortex-m23"):
         raise ValueError(f"[device] ticks = 'dwt' needs a Cortex-M3/M4/M7 cycle counter; {core.cpu} has none")
     if uart.startswith("stm32") and "uart_brr" not in d:
@@ -519,60 +367,3 @@ def _parse_serial_baud(d: dict | None) -> int | None:
     if baud == 0:
         raise ValueError("[serial] baud must be > 0")
     return baud
-
-
-def _contiguous(regions: list[MemoryRegion], merge: bool) -> list[list[MemoryRegion]]:
-    """Regions by address, adjacent ones grouped (one linker region each group) when ``merge``."""
-    groups: list[list[MemoryRegion]] = []
-    for r in sorted(regions, key=lambda r: r.base):
-        if merge and groups and groups[-1][-1].end == r.base:
-            groups[-1].append(r)
-        else:
-            groups.append([r])
-    return groups
-
-
-# ---- MPU helpers ---------------------------------------------------------------------------------
-
-
-def _ident(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", s)
-
-
-def _mpu(name: str, base: int, size_log2: int, srd: int, attr: int) -> MpuRegion:
-    rasr = attr | (srd << 8) | ((size_log2 - 1) << 1) | 1
-    return MpuRegion(name, base, size_log2, srd, rasr)
-
-
-def _cover(base: int, size: int) -> list[tuple[int, int, int]]:
-    """Cover [base, base+size) exactly with PMSAv7 regions: (region base, log2 size, subregion-disable mask).
-
-    Prefers one region with disabled subregions (e.g. 320 KiB = 512 KiB with 3 of 8 subregions off), else
-    splits greedily into naturally aligned power-of-two blocks."""
-    if size <= 0:
-        return []
-    if base % 32 or size % 32:
-        raise EdgememError(f"memory range 0x{base:08X}+0x{size:X} is not 32-byte aligned, the MPU cannot cover it")
-    log2 = max(5, (size - 1).bit_length())
-    while log2 <= 32:
-        block = base & ~((1 << log2) - 1)
-        if base + size <= block + (1 << log2):
-            if block == base and size == 1 << log2:
-                return [(base, log2, 0)]
-            sub = (1 << log2) // 8
-            if log2 >= 8 and (base - block) % sub == 0 and size % sub == 0:
-                first = (base - block) // sub
-                n = size // sub
-                srd = 0xFF & ~(((1 << n) - 1) << first)
-                return [(block, log2, srd)]
-            break
-        log2 += 1
-    # greedy split into aligned power-of-two blocks
-    out = []
-    addr, end = base, base + size
-    while addr < end:
-        align = (addr & -addr).bit_length() - 1 if addr else 32
-        log2 = min(align, (end - addr).bit_length() - 1)
-        out.append((addr, log2, 0))
-        addr += 1 << log2
-    return out

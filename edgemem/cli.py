@@ -1,7 +1,12 @@
-"""The `edgemem` command: arguments in, one pipeline call, a report out. Nothing else lives here."""
+"""The `edgemem` command: arguments in, one pipeline call, a report out. Nothing else lives here.
+
+Every command runs under ``@_errors``: an EdgememError becomes one `error:` paragraph and its exit code, any
+other exception an `internal error:` line (the traceback only with --debug), never a half-written output.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -11,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .build_info import BuildInfo
 from .errors import EdgememError
 from .sizes import parse_size
 
@@ -33,6 +39,48 @@ def _fail(exc: BaseException) -> None:
     raise typer.Exit(1)
 
 
+def _errors(command):
+    """The command, with every failure reported by _fail (typer's own exits and usage errors pass through)."""
+
+    @functools.wraps(command)
+    def guarded(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one message
+            _fail(exc)
+
+    return guarded
+
+
+class _StageStatus:
+    """The build's status on stderr: a spinner naming the running stage, then one line per finished stage
+    with its time (pipeline.Stages calls it). Silent with --json, where stdout carries the one JSON object."""
+
+    def __init__(self, console: Console, quiet: bool):
+        self.console, self.quiet, self.status = console, quiet, None
+
+    def __call__(self, stage: str, seconds: float | None) -> None:
+        if self.quiet:
+            return
+        if seconds is None:
+            if self.status is None:
+                self.status = self.console.status(f"{stage} ...")
+                self.status.start()
+            else:
+                self.status.update(f"{stage} ...")
+        else:
+            self.console.print(f"  [green]done[/] {stage:<14} {seconds:7.2f} s", highlight=False)
+
+    def __enter__(self) -> _StageStatus:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
 @app.callback()
 def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks.")) -> None:
     _DEBUG["on"] = debug
@@ -48,26 +96,37 @@ def _size(text: Optional[str]) -> Optional[int]:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _stack(text: Optional[str]):
+    """--stack: "auto" or a size with its unit (4K, 8192)."""
+    if text is None or text.strip().lower() == "auto":
+        return None if text is None else "auto"
+    return _size(text)
+
+
 def _kib(n: int | None) -> str:
     return "-" if n is None else f"{n:,} B ({n / 1024:.1f} KiB)"
 
 
-def _print_build(info: dict) -> None:
-    t = Table(title=f"{Path(info['model']).name} on {info['board']}", show_header=False)
-    t.add_row("arena (planned)", _kib(info["arena_bytes"]) + f"  planner: {info['planner']}")
-    for pool, size in info["arena_pools"].items():
+def _print_build(info: BuildInfo) -> None:
+    t = Table(title=f"{info.model_name} on {info.board}", show_header=False)
+    t.add_row("arena (planned)", _kib(info.arena_bytes) + f"  planner: {info.planner}")
+    for pool, size in info.arena_pools.items():
         t.add_row(f"  pool {pool}", _kib(size))
-    t.add_row("lower bound", _kib(info["lower_bound_bytes"]) + f"  ({info['scheduler']} order)")
-    t.add_row("operator orders tried", ", ".join(f"{k} {v:,} B" for k, v in info["schedulers_tried"].items()))
-    if info.get("passes"):
-        t.add_row("memory passes", _passes_line(info["passes"], info.get("pass_baselines", {})))
-    t.add_row("stack", f"{_kib(info['stack_reserved_bytes'])} reserved, ~{info['stack_estimate_bytes']:,} B estimated")
-    state = f", of which model state kept across runs {info['state_bytes']:,} B" if info.get("state_bytes") else ""
-    t.add_row("static RAM (.data+.bss)", _kib(info.get("static_ram_bytes")) + state)
-    t.add_row("total RAM", f"{_kib(info.get('total_ram_bytes'))} of {_kib(info['board_ram_bytes'])}")
-    t.add_row("flash", f"{_kib(info.get('flash_bytes'))} of {_kib(info['board_flash_bytes'])} (weights {info['weights_bytes']:,} B)")
-    fits = info.get("fits")
-    t.add_row("fits the board", "-" if fits is None else ("[green]yes[/]" if fits else "[red]no[/]"))
+    if info.get("input_outside"):
+        t.add_row("input outside arena", f"{info['input_outside']['bytes']:,} B, in the caller's buffer (edgemem_run_from); not counted in the arena")
+    t.add_row("lower bound", _kib(info.lower_bound_bytes) + f"  ({info.scheduler} order)")
+    t.add_row("operator orders tried", ", ".join(f"{k}\u00a0{v:,}\u00a0B" for k, v in info.schedulers_tried.items()))  # no break inside
+    if info.passes:
+        t.add_row("memory passes", _passes_line(info.passes, info.pass_baselines))
+    st = info.stack
+    bound = (f"bound {st['bound_bytes']:,} B (call graph) + margin {st['margin_bytes']:,} B" if st and st["auto"]
+             else f"call-graph bound {info.stack_estimate_bytes:,} B")  # fmt: skip
+    t.add_row("stack", f"{_kib(info.stack_reserved_bytes)} reserved{' (auto)' if st and st['auto'] else ''}, {bound}")
+    state = f", of which model state kept across runs {info.state_bytes:,} B" if info.state_bytes else ""
+    t.add_row("static RAM (.data+.bss)", _kib(info.static_ram_bytes) + state)
+    t.add_row("total RAM", f"{_kib(info.total_ram_bytes)} of {_kib(info.board_ram_bytes)}")
+    t.add_row("flash", f"{_kib(info.flash_bytes)} of {_kib(info.board_flash_bytes)} (weights {info.weights_bytes:,} B)")
+    t.add_row("fits the board", "-" if info.fits is None else ("[green]yes[/]" if info.fits else "[red]no[/]"))
     out.print(t)
 
 
@@ -124,6 +183,7 @@ def _pass_names(text: Optional[str]) -> tuple[str, ...] | None:
 
 
 @app.command()
+@_errors
 def build(
     model: Path = typer.Argument(..., help="The .tflite model."),
     board: str = typer.Option("stm32f746", "--board", "-b", help="Board name (see `edgemem boards`) or a board .toml."),
@@ -133,38 +193,47 @@ def build(
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
-    opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence)."),
+    opt_time: Optional[float] = typer.Option(None, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
-    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware."),
+    stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="Reserved stack: a size (4K, 8192) or auto (the call graph's bound + a margin); default the board's."),
+    input_where: str = typer.Option("arena", "--input", help="Where the model input lives: 'arena' (written into edgemem_input(i)) or 'outside' (the caller's own buffer, passed to edgemem_run_from(); the arena excludes it)."),
+    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --pool-per-region, --stack or --input outside)."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
-    try:
-        from . import pipeline
+    if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
+        _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None,
+                         pool_per_region=pool_per_region, stack=stack is not None,
+                         input=_input_outside(input_where))  # fmt: skip
+        from .symbolic import plan_for_range
 
-        if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
-            info = pipeline.plan_symbolic(model, board, dim, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force,
-                                                                                  schedule_seconds=schedule_time), out_dir)
-            _json(info) if as_json else _print_symbolic(info, out_dir)
-            return
-        result = pipeline.build(model, board, out_dir, pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
-                                                                        schedule_seconds=schedule_time, profile=profile,
-                                                                        opt_seconds=opt_time, passes=_pass_names(passes)))
+        info = plan_for_range(model, board, dim, ram=ram, flash=flash, schedule_seconds=schedule_time, overwrite=force,
+                              out_dir=out_dir)  # fmt: skip
+        _json(info) if as_json else _print_symbolic(info, out_dir)
+        return
+    from . import pipeline
+
+    options = pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
+                                    schedule_seconds=schedule_time, profile=profile, passes=_pass_names(passes),
+                                    opt_seconds=5.0 if opt_time is None else opt_time, stack=stack,
+                                    input_outside=_input_outside(input_where))  # fmt: skip
+    with _StageStatus(err, quiet=as_json) as status:
+        result = pipeline.build(model, board, out_dir, options, observer=status)
         res = None
         if run_it:
             from . import profiling
+            from .device_run import run as run_on_device
 
-            res = profiling.profile(out_dir) if profile else pipeline.run(out_dir)
+            stage = pipeline.Stages(status)
+            with stage("profile under QEMU" if profile else "run under QEMU"):
+                res = profiling.profile(out_dir) if profile else run_on_device(out_dir)
             if profile:
                 _refresh_report(out_dir, res)
-    except Exception as exc:  # noqa: BLE001 - every failure becomes one message
-        _fail(exc)
-        return
     if as_json:
-        _json({**result.info, "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "output_arrays"}} if res else {})})
+        _json({**result.info.to_json(), "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "output_arrays"}} if res else {})})
         return
     out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
     _print_build(result.info)
@@ -174,7 +243,27 @@ def build(
         _print_run(res)
 
 
+def _input_outside(where: str) -> bool:
+    if where not in ("arena", "outside"):
+        raise EdgememError(f"--input {where!r} is not a place for the model input: give 'arena' (the default: the "
+                           "input is written into the arena) or 'outside' (the caller's buffer, edgemem_run_from).")
+    return where == "outside"
+
+
+def _refuse_with_dim(**given: bool) -> None:
+    """--dim plans from the flatbuffer without lowering: the options of the later stages do not apply."""
+    options = [f"--{name.replace('_', '-')}" for name, on in given.items() if on]
+    if options:
+        raise EdgememError(
+            f"{' and '.join(options)} cannot be used with --dim: a symbolic build schedules and plans the arena for the "
+            "whole range straight from the flatbuffer, without lowering, memory passes or firmware (kernels are "
+            "compiled for concrete shapes), so there is nothing to run, profile or optimize. Drop --dim to build a "
+            "concrete model, or drop those options to plan the range."
+        )
+
+
 @app.command()
+@_errors
 def run(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
     board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
@@ -184,21 +273,17 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
 ) -> None:
     """Run a built firmware under QEMU with the board's RAM enforced; compare with TFLite Micro."""
-    try:
-        import numpy as np
+    import numpy as np
 
-        from . import pipeline
+    from .device_run import run as run_on_device
 
-        info = _check_board(project, board)
-        inputs = [_load_npy(p) for p in input_files] or None
-        if inputs is not None and len(inputs) != len(info["inputs"]):
-            raise EdgememError(f"the model has {len(info['inputs'])} input(s) but {len(inputs)} --input file(s) were given.")
-        res = pipeline.run(project, inputs, seed=seed)
-        for path, arr in zip(save_output, res["output_arrays"]):
-            np.save(path, arr)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
+    info = _check_board(project, board)
+    inputs = [_load_npy(p) for p in input_files] or None
+    if inputs is not None and len(inputs) != len(info.inputs):
+        raise EdgememError(f"the model has {len(info.inputs)} input(s) but {len(inputs)} --input file(s) were given.")
+    res = run_on_device(project, inputs, seed=seed)
+    for path, arr in zip(save_output, res["output_arrays"]):
+        np.save(path, arr)
     if as_json:
         _json(res)
     else:
@@ -206,6 +291,7 @@ def run(
 
 
 @app.command("profile")
+@_errors
 def profile_cmd(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build --profile`."),
     board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
@@ -216,15 +302,11 @@ def profile_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
     """Measure RAM and time per operator on the device (or QEMU) over serial, next to the plan's prediction."""
-    try:
-        from . import profiling
+    from . import profiling
 
-        _check_board(project, board)
-        res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save)
-        _refresh_report(project, res)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
+    _check_board(project, board)
+    res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save)
+    _refresh_report(project, res)
     if as_json:
         _json(res)
     else:
@@ -241,24 +323,29 @@ def _refresh_report(project: Path, profile: dict) -> None:
 
 
 @app.command()
+@_errors
 def analyze(
     model: Path = typer.Argument(..., help="The .tflite model."),
     board: str = typer.Option("stm32f746", "--board", "-b", help="Board name (see `edgemem boards`) or a board .toml."),
     ram: Optional[int] = typer.Option(None, "--ram", parser=_size, metavar="SIZE", help="Judge against this much RAM instead of the board's (320K, 1M, bytes)."),
     flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Judge against this much flash instead of the board's."),
+    pool_per_region: bool = typer.Option(False, "--pool-per-region", help="As `build --pool-per-region`."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", help="As `build --schedule-time`."),
+    opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
+    passes: Optional[str] = typer.Option(None, "--passes", help="As `build --passes`."),
+    stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="As `build --stack` (auto: judged with the board's reservation)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
 ) -> None:
     """What the model needs and whether it fits the board, from the file alone (no toolchain, no QEMU): per
-    operator MACs, weights and live bytes; every operator edgemem lacks; the RAM floor and a plan next to the
-    board's RAM; the largest value of a symbolic dimension that fits. Exit 4 if an operator is unsupported, 5 if
-    the model cannot fit, else 0."""
-    try:
-        from .analyze import analyze as run_analysis
+    operator MACs, weights and live bytes; every operator edgemem lacks; the arena `build` plans with the same
+    options, the RAM floor, next to the board's RAM; the largest value of a symbolic dimension that fits. Exit 4
+    if an operator is unsupported, 5 if the model cannot fit, else 0."""
+    from .analyze import analyze as run_analysis
+    from .pipeline import BuildOptions
 
-        a = run_analysis(model, board, ram, flash)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
+    options = BuildOptions(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
+                           passes=_pass_names(passes), stack=stack)  # fmt: skip
+    a = run_analysis(model, board, ram, flash, options)
     if as_json:
         _json(a.to_json())
     else:
@@ -270,7 +357,15 @@ def analyze(
 
 
 def _print_analysis(a) -> None:
-    t = Table("#", "operator", "type", "output", "MACs", "weights", "live (file order)", title=f"{Path(a.model).name}: operators")
+    from rich import box
+
+    t = Table("#", "operator", "type", "output", "MACs", "weights", "live", title=f"{Path(a.model).name}: operators",
+              caption="live: activation bytes at the operator's step, file order", box=box.SIMPLE_HEAD,
+              pad_edge=False)  # fmt: skip
+    for column in t.columns[:2]:
+        column.no_wrap = True
+    for column in t.columns[4:]:
+        column.justify = "right"
     peak = max((r.live_bytes for r in a.operators), default=0)
     for r in a.operators:
         name = r.name if r.supported else f"[red]{r.name} (no kernel)[/]"
@@ -279,9 +374,14 @@ def _print_analysis(a) -> None:
                   f"{r.weight_bytes:,}", live)  # fmt: skip
     out.print(t)
     s = Table(title=f"{Path(a.model).name} on {a.board}", show_header=False)
-    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or placement uses less)")
-    s.add_row("arena, file order", f"{a.file_order_arena_bytes:,} B (a plan the build reaches at worst)")
-    s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,}-byte stack)")
+    arena = "no placement fits" if a.arena_bytes is None else f"{a.arena_bytes:,} B"
+    s.add_row("arena (as build)" if a.arena_exact else "arena (estimate)",
+              f"{arena}: {a.scheduler} order, {a.planner or '-'}; passes {', '.join(a.passes_modeled) or 'none'}")
+    if not a.arena_exact:
+        s.add_row("", a.plan_note.rsplit("; ", 1)[-1])
+    s.add_row("lower bound", f"{a.lower_bound_bytes:,} B (that order's peak live bytes)")
+    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower)")
+    s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)")
     s.add_row("weights (flash)", f"{a.weights_bytes:,} B of {a.board_flash_bytes:,} B")
     s.add_row("MACs", f"{a.macs:,}")
     if a.symbolic:
@@ -297,6 +397,7 @@ def _print_analysis(a) -> None:
 
 
 @app.command("report")
+@_errors
 def report_cmd(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Where to write the page (default PROJECT/report.html)."),
@@ -304,19 +405,15 @@ def report_cmd(
 ) -> None:
     """Write the build's HTML report: memory timeline, live bytes per step, operators, passes (and, after
     `edgemem profile`, the measured figures). One self-contained file: open it in any browser."""
-    try:
-        from .report import write_report
+    from .report import write_report
 
-        profile = None
-        if profile_json is not None:
-            try:
-                profile = json.loads(profile_json.read_text())
-            except (OSError, ValueError) as exc:
-                raise EdgememError(f"cannot read the profile report '{profile_json}' ({exc}); `edgemem profile DIR` writes it.") from exc
-        path = write_report(project, profile=profile, path=output)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
+    profile = None
+    if profile_json is not None:
+        try:
+            profile = json.loads(profile_json.read_text())
+        except (OSError, ValueError) as exc:
+            raise EdgememError(f"cannot read the profile report '{profile_json}' ({exc}); `edgemem profile DIR` writes it.") from exc
+    path = write_report(project, profile=profile, path=output)
     out.print(f"report written to [bold]{path}[/]", highlight=False)
 
 
@@ -349,17 +446,18 @@ def _load_npy(path: Path):
         raise EdgememError(f"cannot read input '{path}' as a .npy array ({exc}); save it with numpy.save.") from exc
 
 
-def _check_board(project: Path, board: Optional[str]) -> dict:
+def _check_board(project: Path, board: Optional[str]) -> BuildInfo:
     """The build's edgemem.json, after checking it was built for `board` (when given)."""
-    from . import pipeline
+    from .build_info import load_build_info
 
-    info = pipeline.load_build_info(project)
-    if board is not None and Path(board).stem != info["board"]:
-        raise EdgememError(f"'{project}' was built for board {info['board']}, not {board}; rebuild it with --board {board}.")
+    info = load_build_info(project)
+    if board is not None and Path(board).stem != info.board:
+        raise EdgememError(f"'{project}' was built for board {info.board}, not {board}; rebuild it with --board {board}.")
     return info
 
 
 @app.command()
+@_errors
 def flash(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
     board: str = typer.Option(..., "--board", "-b", help="The board to flash; must match the build's board."),
@@ -367,16 +465,12 @@ def flash(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the flasher is stopped (default: the board's, 120)."),
 ) -> None:
     """Write the built image (firmware.bin) to a real board with openocd, st-flash or pyocd."""
-    try:
-        from .board import load_board
-        from .target.flash import flash as flash_image
+    from .board import load_board
+    from .target.flash import flash as flash_image
 
-        _check_board(project, board)
-        b = load_board(board)
-        res = flash_image(project, b, tool=tool, timeout_s=timeout)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
+    _check_board(project, board)
+    b = load_board(board)
+    res = flash_image(project, b, tool=tool, timeout_s=timeout)
     out.print(f"$ {res.command_line}", highlight=False, soft_wrap=True, markup=False)
     out.print(res.output.strip(), highlight=False, soft_wrap=True, markup=False)
     out.print(f"[green]flashed[/] {res.image} ({res.image.stat().st_size:,} B) at 0x{res.address:08X} on {b.name} with {res.tool}",
@@ -386,6 +480,7 @@ def flash(
 
 
 @app.command()
+@_errors
 def validate(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
     board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
@@ -398,12 +493,8 @@ def validate(
     """Run N seeded inputs on the device and compare each with TFLite Micro; exit 8 if any run differs."""
     from .validate import MismatchError, mismatch_message, validate as run_validation
 
-    try:
-        _check_board(project, board)
-        report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact)
-    except Exception as exc:  # noqa: BLE001
-        _fail(exc)
-        return
+    _check_board(project, board)
+    report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact)
     if as_json:
         _json(report)
     else:
@@ -425,21 +516,41 @@ def _print_validation(report: dict) -> None:
               f"matching[/], max |diff| {report['max_abs_diff']}", highlight=False)  # fmt: skip
 
 
+def _size_short(n: int) -> str:
+    """A memory size in 5 characters or fewer: 16K, 320K, 1M, 8512K."""
+    return f"{n >> 20}M" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10}K" if n % 1024 == 0 else f"{n:,}"
+
+
+def _core_short(core) -> str:
+    """cortex-m7 with an FPU -> M7F, cortex-m0plus -> M0+."""
+    name = core.cpu.removeprefix("cortex-").upper().replace("PLUS", "+")
+    return name + ("F" if core.has_fpu else "")
+
+
 @app.command()
+@_errors
 def boards() -> None:
     """List the boards edgemem knows, with their RAM, flash, QEMU stand-in and real-board image (serial port, ticks)."""
+    from rich import box
+
     from .board import list_boards, load_board
 
-    t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", "RAM regions")
-    for column in (0, 4):
-        t.columns[column].no_wrap = True
+    compact = {"box": box.SIMPLE_HEAD, "pad_edge": False}  # no vertical rules: one line per board in 80 columns
+    t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", title="boards", **compact)
+    r = Table("board", "RAM regions (fast: hot tensors first with --pool-per-region)", **compact)
+    for column in t.columns:
+        column.no_wrap = True
+    for column in t.columns[2:4]:
+        column.justify = "right"
+    r.columns[0].no_wrap = True
     for name in list_boards():
         b = load_board(name)
-        regions = ", ".join(f"{r.name} {r.size // 1024}K{' fast' if r.speed == 'fast' else ''}" for r in b.ram)
         image = f"{b.device.uart}, {b.device.ticks}" if b.device else "-"
-        t.add_row(name, b.core.cpu + ("F" if b.core.has_fpu else ""), f"{b.ram_bytes // 1024} KiB",
-                  f"{b.flash_bytes // 1024} KiB", b.qemu.machine if b.qemu else "none yet", image, regions)  # fmt: skip
+        t.add_row(name, _core_short(b.core), _size_short(b.ram_bytes), _size_short(b.flash_bytes),
+                  b.qemu.machine if b.qemu else "none yet", image)  # fmt: skip
+        r.add_row(name, ", ".join(f"{x.name} {_size_short(x.size)}{' fast' if x.speed == 'fast' else ''}" for x in b.ram))
     out.print(t)
+    out.print(r)
 
 
 if __name__ == "__main__":  # pragma: no cover

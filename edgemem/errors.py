@@ -38,3 +38,20 @@ class DeviceError(EdgememError):
     """The device (or QEMU) faulted, timed out or reported something unexpected."""
 
     exit_code = 7
+
+
+def tail(text: str | bytes | None, limit: int = 4000) -> str:
+    """The end of a tool's or device's output, for an error message: the last ``limit`` characters, with the
+    device's long ``EDGEMEM output`` hex lines abbreviated (their bytes say nothing to a reader)."""
+    import re
+
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = []
+    for line in (text or "").strip().splitlines():
+        m = re.match(r"^(EDGEMEM output \d+ )([0-9a-f]+)$", line.strip())
+        if m and len(m.group(2)) > 96:
+            line = f"{m.group(1)}{m.group(2)[:64]}... ({len(m.group(2)) // 2} bytes)"
+        lines.append(line)
+    text = "\n".join(lines)
+    return text if len(text) <= limit else "...\n" + text[-limit:]

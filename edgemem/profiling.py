@@ -12,9 +12,11 @@ import json
 from pathlib import Path
 
 from .board import Board, load_board
-from .errors import DeviceError, EdgememError
-from .pipeline import _compare, _reference_outputs, device_arrays, load_build_info
-from .target.qemu import QemuSerial, parse_device_output
+from .build_info import load_build_info
+from .device_run import device_arrays, judge
+from .errors import DeviceError, EdgememError, tail
+from .target.device_protocol import parse_device_output
+from .target.qemu import QemuSerial
 from .target.serial_link import DEFAULT_BAUD, SerialTranscript, end_session, open_port, read_report
 
 PROFILE_JSON = "profile.json"
@@ -74,15 +76,15 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
     Returns the report (also written as JSON to `save`, by default out_dir/profile.json)."""
     out_dir = Path(out_dir)
     info = load_build_info(out_dir)
-    predicted = info.get("profile")
-    if predicted is None and port is not None:  # on a real board: the board image (what `edgemem flash` wrote)
-        predicted = info.get("board_image", {}).get("profile")
+    predicted = info.profile
+    if predicted is None and port is not None and info.board_image:  # on a real board: its board image
+        predicted = info.board_image.get("profile")  # (what `edgemem flash` wrote)
     if predicted is None:
         raise EdgememError(
             f"'{out_dir}' is not a profiling build, so its firmware reports no per-step figures. Rebuild it with "
             "`edgemem build --profile ...` and profile that directory."
         )
-    board = load_board(info["board"])
+    board = load_board(info.board)
     if port is None:
         transcript, source = _read_from_qemu(out_dir / "firmware.elf", board, timeout_s)
     else:
@@ -90,20 +92,20 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
     report = parse_device_output(transcript.text, 0, board.name)
     if report.errors or not report.finished:
         problems = "; ".join(report.errors) or "no 'EDGEMEM end' line"
-        raise DeviceError(f"the profiling run on {source} failed: {problems}\ndevice output:\n{transcript.text[-3000:]}")
+        raise DeviceError(f"the profiling run on {source} failed: {problems}\ndevice output:\n{tail(transcript.text, 3000)}")
     cycles = bool(report.stats.get("tick_cycles"))  # a board image: ticks are core cycles (DWT)
     rows = _step_rows(predicted, report.steps, board, on_qemu=port is None and not cycles)
-    outputs = device_arrays(report.outputs, info["outputs"])
+    outputs = device_arrays(report.outputs, info.outputs)
     from .reference import seeded_inputs
 
-    inputs = seeded_inputs(info["model"], predicted["seed"])
+    inputs = seeded_inputs(info.model, predicted["seed"])
     result = {
-        "model": info["model"], "board": info["board"], "source": source, "seed": predicted["seed"],
+        "model": info.model, "board": info.board, "source": source, "seed": predicted["seed"],
         "steps": rows,
-        "arena_bytes": info["arena_bytes"],
+        "arena_bytes": info.arena_bytes,
         "arena_high_water_bytes": report.arena_high_water_bytes,
         "arena_matches_plan": all(r["pools_match"] for r in rows)
-        and report.arena_high_water_bytes == info["arena_bytes"],
+        and report.arena_high_water_bytes == info.arena_bytes,
         "peak_stack_bytes": report.peak_stack_bytes,
         "total_ticks": sum(r["ticks"] for r in rows),
         "tick_unit": "cycles" if cycles else ("instructions" if port is None else "timer ticks"),
@@ -113,8 +115,7 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
         result["tick_note"] = "the cycle counter did not count: no DWT (QEMU does not model it)"
     if port is None and not cycles:
         result["total_instructions"] = sum(r["instructions"] for r in rows)
-    reference, oracle = _reference_outputs(info["model"], inputs)
-    result.update(_compare(outputs, reference, info["outputs"], oracle))
+    result.update(judge(info, inputs, outputs))
     path = Path(save) if save is not None else out_dir / PROFILE_JSON
     path.write_text(json.dumps(result, indent=2) + "\n")
     result["saved_to"] = str(path)

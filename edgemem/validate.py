@@ -1,6 +1,6 @@
 """`edgemem validate`: run N seeded inputs through a built firmware and compare each with TFLite Micro.
 
-Each run is `pipeline.run` (the device run plus its comparison with the reference, `pipeline._compare`), so
+Each run is `device_run.run` (the device run plus its comparison with the reference, `device_run.compare`), so
 what counts as a match is defined in one place: bit-exact, or within 1 LSB on SOFTMAX/LOGISTIC/TANH outputs
 (1e-5 relative on float outputs). Inputs are `reference.seeded_inputs(model, seed)` for seeds
 first_seed .. first_seed + count - 1, the same inputs `edgemem run --seed S` uses.
@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 from .board import load_board
-from .errors import DeviceError, EdgememError, ToolchainError
+from .build_info import BuildInfo, load_build_info
+from .errors import DeviceError, EdgememError, ToolchainError, tail
 
-# A runner takes (project dir, inputs) and returns the `pipeline.run` report for one inference.
+# A runner takes (project dir, inputs) and returns the `device_run.run` report for one inference.
 Runner = Callable[[Path, list], dict]
 
 
@@ -34,13 +35,11 @@ def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port:
 
     The report's `all_match` is False when some run does not match (or, with require_bit_exact, is not
     bit-exact); the caller decides what to do with that (the CLI exits with MismatchError.exit_code)."""
-    from . import pipeline
-
     project = Path(project)
     if count < 1:
         raise EdgememError(f"--count must be at least 1, got {count}.")
-    info = pipeline.load_build_info(project)
-    board = load_board(info["board"])
+    info = load_build_info(project)
+    board = load_board(info.board)
     run_one = _device_runner(port, board.name, timeout_s, project)
     runs = []
     try:
@@ -50,13 +49,13 @@ def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port:
         if hasattr(run_one, "close"):
             run_one.close()
     device = f"serial {port}" if port is not None else "QEMU " + (board.qemu.machine if board.qemu else "?")
-    return summarize(info, runs, device=device, require_bit_exact=require_bit_exact)
+    return summarize(info.model, info.board, runs, device=device, require_bit_exact=require_bit_exact)
 
 
-def _one_run(run_one: Runner, project: Path, info: dict, seed: int) -> dict:
+def _one_run(run_one: Runner, project: Path, info: BuildInfo, seed: int) -> dict:
     from .reference import seeded_inputs
 
-    res = run_one(project, seeded_inputs(info["model"], seed))
+    res = run_one(project, seeded_inputs(info.model, seed))
     if res["bit_exact"] is None:
         raise ToolchainError(
             "the reference interpreter (TFLite Micro) is not installed, so there is nothing to validate against: "
@@ -66,14 +65,14 @@ def _one_run(run_one: Runner, project: Path, info: dict, seed: int) -> dict:
             "matches_reference": res["matches_reference"], "instructions": res.get("instructions")}  # fmt: skip
 
 
-def summarize(info: dict, runs: list[dict], *, device: str, require_bit_exact: bool = False) -> dict:
-    """The validation report from the per-run comparisons."""
+def summarize(model: str, board: str, runs: list[dict], *, device: str, require_bit_exact: bool = False) -> dict:
+    """The validation report of ``model`` on ``board`` from the per-run comparisons."""
     bit_exact = sum(1 for r in runs if r["bit_exact"])
     matching = sum(1 for r in runs if r["matches_reference"])
     needed = bit_exact if require_bit_exact else matching
     return {
-        "model": info["model"],
-        "board": info["board"],
+        "model": model,
+        "board": board,
         "device": device,
         "count": len(runs),
         "bit_exact_count": bit_exact,
@@ -105,9 +104,9 @@ def _device_runner(port: str | None, board_name: str, timeout_s: float, project:
     load_board(board_name).require_qemu()  # a board without a QEMU stand-in stops here, clearly
 
     def run_on_qemu(project: Path, inputs: list) -> dict:
-        from . import pipeline
+        from .device_run import run
 
-        return pipeline.run(project, inputs, timeout_s=timeout_s)
+        return run(project, inputs, timeout_s=timeout_s)
 
     return run_on_qemu
 
@@ -117,13 +116,12 @@ class SerialDevice:
     inference each (firmware/main.c, em_serve). The link stays open across runs; ``close`` ends the session."""
 
     def __init__(self, project: Path, port: str, timeout_s: float):
-        from .pipeline import load_build_info
         from .target.serial_link import DEFAULT_BAUD, open_port, read_report
 
         self.info = load_build_info(project)
         self.where = port
         self.timeout_s = timeout_s
-        baud = load_board(self.info["board"]).serial_baud or DEFAULT_BAUD
+        baud = load_board(self.info.board).serial_baud or DEFAULT_BAUD
         self.link = open_port(port, baud)
         try:
             report = read_report(self.link, timeout_s=timeout_s, where=port)  # the build's own report comes first
@@ -132,23 +130,21 @@ class SerialDevice:
             raise
         if not report.finished:
             self.link.close()
-            raise DeviceError(f"the device on {port} failed before serving requests:\n{report.text[-2000:]}")
+            raise DeviceError(f"the device on {port} failed before serving requests:\n{tail(report.text, 2000)}")
 
     def __call__(self, project: Path, inputs: list) -> dict:
         import numpy as np
 
-        from .pipeline import _compare, _reference_outputs, device_arrays
-        from .target.qemu import parse_device_output
+        from .device_run import device_arrays, judge
+        from .target.device_protocol import parse_device_output
         from .target.serial_link import run_request
 
         data = b"".join(np.ascontiguousarray(x).tobytes() for x in inputs)
         reply = run_request(self.link, data, timeout_s=self.timeout_s, where=self.where)
-        report = parse_device_output(reply.text, 0, self.info["board"])
-        if not reply.finished or report.errors or len(report.outputs) != len(self.info["outputs"]):
-            raise DeviceError(f"the device on {self.where} did not answer the request with its outputs:\n{reply.text[-2000:]}")
-        outputs = device_arrays(report.outputs, self.info["outputs"])
-        reference, oracle = _reference_outputs(self.info["model"], inputs)
-        return _compare(outputs, reference, self.info["outputs"], oracle)
+        report = parse_device_output(reply.text, 0, self.info.board)
+        if not reply.finished or report.errors or len(report.outputs) != len(self.info.outputs):
+            raise DeviceError(f"the device on {self.where} did not answer the request with its outputs:\n{tail(reply.text, 2000)}")
+        return judge(self.info, inputs, device_arrays(report.outputs, self.info.outputs))
 
     def close(self) -> None:
         from .target.serial_link import end_session

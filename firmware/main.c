@@ -60,6 +60,38 @@ static void em_print_outputs(void)
     }
 }
 
+#if defined(EDGEMEM_INPUT_OUTSIDE)
+/* Built with --input outside: the model reads its inputs from the caller's buffers (edgemem_run_from_inputs),
+ * not from the arena. The caller here is this harness: its own buffers, outside the painted pools, so the
+ * measured arena high-water mark is the plan without the input. */
+static uint8_t em_outside_input[EDGEMEM_NUM_INPUTS][EDGEMEM_INPUT_MAX_BYTES] __attribute__((aligned(EDGEMEM_ARENA_ALIGN)));
+static const void *em_outside_ptrs[EDGEMEM_NUM_INPUTS];
+
+static uint8_t *em_input_dst(uint32_t i)
+{
+    return em_outside_input[i];
+}
+
+static int32_t em_run(void)
+{
+    uint32_t i;
+    for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
+        em_outside_ptrs[i] = em_outside_input[i];
+    }
+    return edgemem_run_from_inputs(em_outside_ptrs);
+}
+#else
+static uint8_t *em_input_dst(uint32_t i)
+{
+    return (uint8_t *)edgemem_input(i);
+}
+
+static int32_t em_run(void)
+{
+    return edgemem_run();
+}
+#endif
+
 #if defined(EM_INPUTS_EMBEDDED)
 /* profile_inputs.c (generated): the input bytes the host will compare against */
 extern const uint8_t *const em_embedded_input[EDGEMEM_NUM_INPUTS];
@@ -70,7 +102,7 @@ static void em_read_inputs(void)
     uint32_t i;
     uint32_t j;
     for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
-        uint8_t *dst = (uint8_t *)edgemem_input(i);
+        uint8_t *dst = em_input_dst(i);
         if (em_embedded_input_bytes[i] != edgemem_input_bytes(i)) {
             em_puts("EDGEMEM error input embedded input has the wrong size\n");
             em_exit(EM_EXIT_INPUT);
@@ -112,7 +144,7 @@ static void em_read_inputs(void)
     for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
         int32_t rc;
         em_input_name(name, i);
-        rc = em_read_file(name, edgemem_input(i), edgemem_input_bytes(i));
+        rc = em_read_file(name, em_input_dst(i), edgemem_input_bytes(i));
         if (rc != 0) {
             em_puts("EDGEMEM error input ");
             em_put_u64(i);
@@ -244,7 +276,7 @@ static const char *em_read_request(void)
     int32_t last = 0;
     int32_t b;
     for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
-        uint8_t *dst = (uint8_t *)edgemem_input(i);
+        uint8_t *dst = em_input_dst(i);
         for (j = 0; j < edgemem_input_bytes(i); j++) {
             b = em_get_hex_byte(&last);
             if (b < 0) {
@@ -290,7 +322,7 @@ static void em_serve(void)
             continue; /* the host resends; a partial line is skipped as bytes that are not 'R' */
         }
         edgemem_reset();
-        st = edgemem_run();
+        st = em_run();
         em_print_outputs();
         em_puts("EDGEMEM done status=");
         em_put_i32(st);
@@ -317,7 +349,7 @@ int main(void)
     (void)em_console_getc(); /* the host is listening: start */
 #endif
     em_puts("EDGEMEM begin board=" EM_BOARD_NAME "\n");
-#if defined(EM_TIMER_DWT)
+#if defined(EM_TICK_CYCLES)
     em_stat("tick_cycles", 1u); /* ticks are core clock cycles (a board image's DWT counter) */
 #endif
     for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
@@ -346,7 +378,7 @@ int main(void)
         em_step_t0 = em_timer_ticks();
 #endif
         t0 = em_timer_ticks();
-        st = edgemem_run();
+        st = em_run();
         t1 = em_timer_ticks();
         for (p = 0; p < (uint32_t)EDGEMEM_NUM_POOLS; p++) {
             uint32_t hw = em_high_water(edgemem_pool_base[p], edgemem_pool_size[p], paint);

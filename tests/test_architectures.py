@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.errors import UnsupportedModelError
 from edgemem.reference import reference_outputs, seeded_inputs
 
@@ -142,8 +142,8 @@ def test_architecture_runs_under_qemu_like_the_reference(name, tmp_path):
     result = pipeline.build(path, "stm32f746", tmp_path / "proj", options)
     assert result.info["fits"]
     inputs = seeded_inputs(path, SEED)
-    run = pipeline.run(tmp_path / "proj", inputs, timeout_s=600)
-    want, oracle = reference_outputs(path, inputs)  # computed here, independently of pipeline.run
+    run = device_run.run(tmp_path / "proj", inputs, timeout_s=600)
+    want, oracle = reference_outputs(path, inputs)  # computed here, independently of device_run.run
     got = run["output_arrays"]
     assert [(g.dtype, g.shape) for g in got] == [(np.asarray(w).dtype, np.asarray(w).shape) for w in want]
     assert_outputs_match(got, want, oracle, f"{name} seed {SEED}", dequantized_steps(path))
@@ -184,7 +184,7 @@ def test_16x8_denoiser_runs_under_qemu_like_the_reference(tmp_path):
     path.write_bytes(denoiser16_model())
     result = pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
     inputs = seeded_inputs(path, SEED)
-    run = pipeline.run(tmp_path / "proj", inputs, timeout_s=600)
+    run = device_run.run(tmp_path / "proj", inputs, timeout_s=600)
     want, oracle = reference_outputs(path, inputs)
     assert oracle == "tflm"
     assert_outputs_match(run["output_arrays"], want, oracle, "denoiser16", dequantized_steps(path))

@@ -253,11 +253,12 @@ def test_does_not_fit_reports_needed_budget_best_plan_and_what_was_tried(tmp_pat
     from edgemem import pipeline
     from edgemem.board import load_board
     from edgemem.frontend.footprint import operator_floor_bytes
+    from edgemem.passes.optimize import inplace_kinds
 
     model = shared_model("mltk_kws_on_off_v3")
     fits = pipeline.build(model, "stm32f746", tmp_path / "unbounded", pipeline.BuildOptions(compile=False))
     need = fits.plan.total_bytes
-    floor = operator_floor_bytes(read_tflite(model), pipeline._INPLACE_OPS)[0]
+    floor = operator_floor_bytes(read_tflite(model), inplace_kinds())[0]
     budget = -(-floor // 32) * 32  # the MPU covers 32-byte multiples
     if budget >= need:
         pytest.skip(f"the arena ({need:,} B) is at the floor ({floor:,} B): no budget fails only in planning")

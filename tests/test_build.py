@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.errors import DoesNotFitError, EdgememError
 from edgemem.reference import seeded_inputs, tflm_outputs
 
@@ -44,8 +44,8 @@ def test_model_runs_on_stm32f746_like_tflm(name, tmp_path):
     assert info["fits"] and info["total_ram_bytes"] <= 320 * 1024 and info["flash_bytes"] <= 1024 * 1024
     for seed in range(3):
         inputs = seeded_inputs(path, seed)
-        res = pipeline.run(tmp_path / "proj", inputs)
-        reference = tflm_outputs(path, inputs)  # computed here, independently of pipeline.run
+        res = device_run.run(tmp_path / "proj", inputs)
+        reference = tflm_outputs(path, inputs)  # computed here, independently of device_run.run
         for out, ref, spec in zip(res["output_arrays"], reference, info["outputs"]):
             assert out.shape == tuple(ref.shape)
             assert_matches_tflm(out, ref, spec["producer"])
@@ -125,7 +125,7 @@ def test_float_model_stays_float_and_matches_tflm(tmp_path):
     result = pipeline.build(float_model, "stm32f746", tmp_path / "p")
     assert result.info["inputs"][0]["dtype"] == "float32" and result.plan.total_bytes == result.plan.lower_bound
     x = seeded_inputs(float_model, 3)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     np.testing.assert_allclose(res["output_arrays"][0], tflm_outputs(float_model, x)[0], rtol=1e-5, atol=1e-6)
     assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
 
@@ -136,7 +136,7 @@ def test_other_cores_run_bit_exact(board, tmp_path):
     path = model_path("mlperf_kws_dscnn_int8")
     pipeline.build(path, board, tmp_path / "p")
     x = seeded_inputs(path, 1)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
 
 
@@ -148,7 +148,7 @@ def test_cortex_m0_runs_bit_exact_on_the_microbit(name, tmp_path):
     assert result.info["fits"] and result.info["total_ram_bytes"] <= 16 * 1024
     assert "-mcpu=cortex-m0" in (tmp_path / "p" / "Makefile").read_text()
     x = seeded_inputs(path, 2)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
     assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
 
@@ -161,7 +161,7 @@ def test_two_pools_dtcm_and_sram1_run_bit_exact(tmp_path):
     assert set(result.plan.pool_sizes) == {"dtcm", "sram1"}
     assert result.plan.pool_sizes["dtcm"] <= 64 * 1024 - 16 * 1024
     x = seeded_inputs(path, 0)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
     assert res["pool_high_water_bytes"] == result.plan.pool_sizes
     ld = (tmp_path / "p" / "linker.ld").read_text()
@@ -178,6 +178,6 @@ def test_reordered_model_runs_bit_exact_at_the_better_peak(tmp_path):
     assert result.plan.total_bytes == result.schedule.peak_bytes <= 19600
     assert result.schedule.order != sorted(result.schedule.order)
     x = seeded_inputs(path, 0)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     assert_matches_tflm(res["output_arrays"][0], tflm_outputs(path, x)[0], result.info["outputs"][0]["producer"])
     assert res["arena_high_water_bytes"] == result.plan.total_bytes

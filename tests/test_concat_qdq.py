@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tvm
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.frontend.tflite_import import import_tflite
 from edgemem.ir.graph import read_graph
 from edgemem.kernels import int8_ops
@@ -168,7 +168,7 @@ def test_concat_inplace_bit_exact_under_qemu(tmp_path):
     assert [s["pass"] for s in result.info["passes"]["sequence"] if s["changed"]] == ["concat_inplace"]
     assert [op.kind for op in result.graph.ops].count("CONCATENATION") == 1  # the copy of `a` only
     for seed in (0, 1):
-        run = pipeline.run(tmp_path / "p", seed=seed)
+        run = device_run.run(tmp_path / "p", seed=seed)
         assert run["bit_exact"], run
 
 
@@ -208,7 +208,7 @@ def test_fold_dequantize_bit_exact_under_qemu(tmp_path):
     assert [op.kind for op in result.graph.ops] == ["QUANTIZE", "FULLY_CONNECTED"]
     assert result.plan.total_bytes == 16 + 1024  # without the pass 256 + 1,024 at the DEQUANTIZE
     for seed in (0, 1):
-        run = pipeline.run(tmp_path / "p", seed=seed)
+        run = device_run.run(tmp_path / "p", seed=seed)
         assert run["bit_exact"], run
 
 

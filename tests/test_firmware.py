@@ -12,6 +12,7 @@ import pytest
 
 from edgemem.board import Board, list_boards, load_board
 from edgemem.errors import DeviceError, EdgememError, ToolchainError
+from edgemem.target import image as image_mod
 from edgemem.target import qemu as qemu_mod
 from edgemem.target import toolchain as toolchain_mod
 from edgemem.target.qemu import DeviceReport, parse_device_output, qemu_command, run_firmware
@@ -36,7 +37,7 @@ def expected_output(seed: bytes) -> bytes:
 
 
 def ram_end_under_qemu(board: Board) -> int:
-    return max(board.qemu_address(r) + r.size for r in board.ram if r.qemu)
+    return max(image_mod.qemu_address(board, r) + r.size for r in board.ram if r.qemu)
 
 
 # ---- building (cached per board and flags) --------------------------------------------------------
@@ -108,7 +109,7 @@ def test_bad_board_file(tmp_path):
 def _mpu_allowed(board: Board) -> set[tuple[int, int]]:
     """Byte ranges the MPU regions allow (subregions expanded), merged."""
     spans = []
-    for r in board.mpu_regions():
+    for r in image_mod.mpu_map(board):
         sub = r.size // 8
         for i in range(8):
             if r.size < 256 or not (r.srd >> i) & 1:
@@ -129,13 +130,16 @@ def _mpu_allowed(board: Board) -> set[tuple[int, int]]:
 @pytest.mark.parametrize("name", BOARDS)
 def test_mpu_allows_exactly_flash_ram_and_used_peripherals(name):
     board = load_board(name)
-    regions = board.mpu_regions()
+    image = image_mod.qemu_image(board)
+    regions = image_mod.mpu_map(board)
+    assert len(image.mpu) == (len(regions) if board.core.mpu else 0)
     assert 1 <= len(regions) <= 8
     for r in regions:
         assert r.base % r.size == 0, "MPU regions must be naturally aligned"
     expected = [(board.qemu.flash_base, board.qemu.flash_base + board.flash.size)]
-    expected += [(lr.origin, lr.origin + lr.length) for lr in board.link_regions()]
-    expected += [(p.base, p.base + p.size) for p in board.peripherals()]
+    expected += [(lr.origin, lr.origin + lr.length) for lr in image.regions]
+    expected += [(p.base, p.base + p.size) for p in board.qemu.peripherals]
+    expected += [(board.qemu.uart.base, board.qemu.uart.base + board.qemu.uart.window)] if board.qemu.uart else []
     expected.sort()
     merged: list[list[int]] = []
     for a, b in expected:
@@ -147,15 +151,15 @@ def test_mpu_allows_exactly_flash_ram_and_used_peripherals(name):
 
 
 def test_stm32f746_ram_is_one_512k_region_with_three_subregions_off():
-    ram = [r for r in load_board("stm32f746").mpu_regions() if r.name.startswith("ram")]
+    ram = [r for r in image_mod.qemu_image(load_board("stm32f746")).mpu if r.name.startswith("ram")]
     assert len(ram) == 1
     assert (ram[0].base, ram[0].size, ram[0].srd) == (0x20000000, 512 << 10, 0xE0)
 
 
 def test_pool_names_select_regions():
-    f7 = load_board("stm32f746")
+    f7 = image_mod.qemu_image(load_board("stm32f746"))
     assert f7.pool_region("sram2").name == f7.pool_region("sram").name == "RAM_DTCM"  # merged for QEMU
-    nd = load_board("netduinoplus2")
+    nd = image_mod.qemu_image(load_board("netduinoplus2"))
     assert nd.pool_region("ccm").default  # CCM is not modelled by QEMU 7.2
 
 
@@ -215,7 +219,7 @@ def test_build_sizes_and_layout(firmware, name):
     assert list(elf.parent.glob("*.su")), "-fstack-usage output missing"
     nm = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True).stdout
     syms = {parts[2]: int(parts[0], 16) for parts in (l.split() for l in nm.splitlines()) if len(parts) == 3}
-    default = next(lr for lr in board.link_regions() if lr.default)
+    default = image_mod.qemu_image(board).default_region
     assert syms["__em_stack_start"] == default.origin, "stack must sit at the bottom of RAM"
     assert syms["__em_stack_end"] == default.origin + board.stack_size
     assert syms["em_vectors"] == board.qemu.flash_base

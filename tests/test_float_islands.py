@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import island_models
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.frontend.tflite_import import import_tflite
 from edgemem.ir.graph import read_graph
 from edgemem.passes.lower import lower_to_kernels
@@ -58,7 +58,7 @@ def test_island_runs_under_qemu_like_tflm(name, tmp_path):
     pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
     for seed in (0, 1):
         inputs = seeded_inputs(path, seed)
-        got = pipeline.run(tmp_path / "proj", inputs, timeout_s=300)["output_arrays"]
+        got = device_run.run(tmp_path / "proj", inputs, timeout_s=300)["output_arrays"]
         want, oracle = reference_outputs(path, inputs)
         assert oracle == "tflm"
         assert [g.dtype for g in got] == [np.asarray(w).dtype for w in want]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from edgemem import pipeline
+from edgemem import budget
 from edgemem.board import load_board
 from edgemem.errors import EdgememError
 
@@ -79,7 +79,7 @@ def test_seed_corpus_is_read_cleanly_and_slim_seeds_keep_the_structure(tmp_path)
 def test_random_byte_corruption_only_raises_edgemem_errors(tmp_path):
     """An independent, unguided check next to libFuzzer: seeded random overwrites, insertions and cuts of each
     small seed model; the front end may only refuse them with EdgememError."""
-    board = pipeline.board_with_budget(load_board(fuzz.BOARD), None, None)
+    board = budget.board_with_budget(load_board(fuzz.BOARD), None, None)
     scratch = tmp_path
     rng = random.Random(2024)
     seeds = [f.read_bytes() for f in fuzz.seed_files("small")]

@@ -19,7 +19,7 @@ import pytest
 from test_integerize import _mbqm, _tflm_quantize_multiplier
 from test_kernels_c import HOST_CC, compile_shared
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.codegen.kernels_c import prim_funcs_to_c
 from edgemem.kernels import int8_ops
 from edgemem.kernels.int8_ops import Requant
@@ -166,7 +166,7 @@ def test_inplace_depthwise_models_shrink_and_stay_bit_exact(name, without, with_
               and result.plan.placements[t.name] == result.plan.placements[t.alias_of]]  # fmt: skip
     assert shared
     x = seeded_inputs(path, 1)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     for out, ref in zip(res["output_arrays"], tflm_outputs(path, x)):
         np.testing.assert_array_equal(out, ref)
     # the device's high-water mark is the planned end of the highest buffer (before its alignment padding)
@@ -206,5 +206,5 @@ def test_workspace_form_end_to_end(tmp_path, monkeypatch):
     assert len(workspaces) == 4 and all(result.graph.tensors[w].nbytes == 25 * 5 for w in workspaces)
     assert result.info["arena_bytes"] == result.info["lower_bound_bytes"] == 16_000  # the peak is at a conv step
     x = seeded_inputs(path, 0)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])

@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("tflite_micro")
 
-from edgemem import pipeline  # noqa: E402
+from edgemem import device_run, pipeline  # noqa: E402
 from edgemem.reference import seeded_inputs, tflm_interpreter  # noqa: E402
 from op_check import FLOAT_RTOL, check_model  # noqa: E402
 
@@ -186,7 +186,7 @@ def test_float_lstm_state_carries_across_two_runs_under_qemu(tmp_path):
     (project / "main.c").write_text(main_c)
     build_firmware(project)
     x = seeded_inputs(path, 0)
-    got = pipeline.run(project, x)["output_arrays"][0]
+    got = device_run.run(project, x)["output_arrays"][0]
     first, second = _tflm_sequence(path, [x[0], x[0]])
     _assert_close(got, second, "second run under QEMU")
     assert not np.allclose(first, second, rtol=1e-3, atol=1e-4)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.reference import seeded_inputs, tflm_outputs
 
 from shared_models import model_path
@@ -46,8 +46,8 @@ def test_model_runs_on_stm32f746_bit_exact_with_tflm(name, tmp_path):
     assert info["arena_bytes"] == info["lower_bound_bytes"]
     for seed in SEEDS:
         inputs = seeded_inputs(path, seed)
-        res = pipeline.run(tmp_path / "proj", inputs, timeout_s=600)
-        reference = tflm_outputs(path, inputs)  # computed here, independently of pipeline.run
+        res = device_run.run(tmp_path / "proj", inputs, timeout_s=600)
+        reference = tflm_outputs(path, inputs)  # computed here, independently of device_run.run
         assert len(res["output_arrays"]) == len(reference)
         for out, ref in zip(res["output_arrays"], reference):
             assert out.dtype == ref.dtype and out.shape == tuple(ref.shape)

@@ -8,14 +8,20 @@ of them; the baselines are recomputed here by their own loops, not read from the
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from edgemem.passes.catalogue import GraphPass
-from edgemem.passes.orchestrate import DEFAULT_SEQUENCE, EffectTable, learn, objective, orchestrate
+from edgemem.passes.effects import EffectTable, learn
+from edgemem.passes.orchestrate import ALL_BASELINES, DEFAULT_SEQUENCE, objective, orchestrate
 
 from shared_models import model_path as _model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import pass_baselines  # noqa: E402  (benchmark-only baselines: greedy)
 
 
 # -- the fake world -------------------------------------------------------------------------------------
@@ -96,7 +102,8 @@ MODELS_FAKE = {
 
 def run_fake(mod, **kw):
     kw.setdefault("table", EffectTable())
-    return orchestrate(mod, FAKE_PASSES, measure_fn=fake_measure, key_fn=lambda m: m, **kw)
+    kw.setdefault("baselines", (*ALL_BASELINES, "greedy"))
+    return orchestrate(mod, FAKE_PASSES, measure_fn=fake_measure, key_fn=lambda m: m, extra_baselines=pass_baselines.EXTRA, **kw)
 
 
 def apply_safely(p, mod):
@@ -126,8 +133,8 @@ def greedy_independently(mod):
 
 def fixed_independently(mod):
     by_name = {p.name: p for p in FAKE_PASSES}
-    for name in DEFAULT_SEQUENCE:
-        mod = apply_safely(by_name[name], mod)
+    for name in DEFAULT_SEQUENCE:  # as the orchestrator runs it: the names its passes have (no fake inplace_residual)
+        mod = apply_safely(by_name[name], mod) if name in by_name else mod
     return fake_measure(mod)
 
 
@@ -290,3 +297,13 @@ def test_build_runs_the_orchestrator_and_reports_it(tmp_path):
     fixed = pipeline.build(path, "stm32f746", tmp_path / "fixed", pipeline.BuildOptions(compile=False, opt_seconds=0))
     assert [s["pass"] for s in fixed.info["passes"]["sequence"]] == list(DEFAULT_SEQUENCE)
     assert fixed.info["arena_bytes"] == 69_092 and fixed.info["pass_baselines"] == {}
+
+
+def test_the_search_measures_what_the_build_then_plans(tmp_path):
+    """The orchestrator's figure for the module it hands over is the build's own arena: both come from one
+    measure (catalogue.evaluate = best_schedule + schedule.liveness.arena_buffers + plan_arena, with the
+    build's scheduling budget)."""
+    from edgemem import pipeline
+
+    result = pipeline.build(_model("mlperf_kws_dscnn_int8"), "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False, opt_seconds=2.0))
+    assert result.info["passes"]["arena_bytes"] == result.info["arena_bytes"] == result.plan.total_bytes

@@ -25,7 +25,7 @@ import pytest
 from test_integerize import _mbqm, _tflm_quantize_multiplier
 from test_kernels_c import HOST_CC, compile_shared
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.codegen.kernels_c import prim_funcs_to_c
 from edgemem.kernels import int8_ops
 from edgemem.kernels.int8_ops import Requant
@@ -259,7 +259,7 @@ def test_models_go_below_the_whole_tensor_bound_bit_exact(name, whole, target, t
                    - result.plan.placements[t.alias_of].offset == t.alias_shift]  # fmt: skip
     assert overlapping
     x = seeded_inputs(path, 1)
-    res = pipeline.run(tmp_path / "p", x)
+    res = device_run.run(tmp_path / "p", x)
     for out, ref in zip(res["output_arrays"], tflm_outputs(path, x)):
         np.testing.assert_array_equal(out, ref)
     top = max(result.plan.placements[b].offset + result.graph.tensors[b].nbytes for b in result.plan.placements)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgemem import pipeline, profiling
+from edgemem import device_run, pipeline, profiling
 from edgemem.errors import DeviceError
 from edgemem.reference import seeded_inputs, tflm_outputs
 from edgemem.target.serial_link import checked_line, open_port, read_report
@@ -65,7 +65,7 @@ def test_profile_cli_and_plain_run_refused(tmp_path, board):
     out = tmp_path / "p"
     pipeline.build(EXAMPLE, board, out, pipeline.BuildOptions(profile=True))
     with pytest.raises(Exception, match="profiling build"):
-        pipeline.run(out)
+        device_run.run(out)
     proc = subprocess.run([sys.executable, "-m", "edgemem.cli", "profile", str(out), "--json"],
                           capture_output=True, text=True, timeout=180)  # fmt: skip
     assert proc.returncode == 0, proc.stderr

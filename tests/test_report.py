@@ -25,6 +25,7 @@ from edgemem import pipeline, profiling
 from edgemem.cli import app
 from edgemem.report import render_report, write_report
 from edgemem.report.render import LEFT, PEAK_FILL, PLOT_W, TIMELINE_H, TOP
+from edgemem.build_info import load_build_info
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "models"
@@ -132,7 +133,7 @@ def chromium(page: Path, png: Path) -> str:
 
 def _build(model, out: Path, **options) -> dict:
     pipeline.build(model, "stm32f746", out, pipeline.BuildOptions(overwrite=True, **options))
-    return pipeline.load_build_info(out)
+    return load_build_info(out)
 
 
 def _padded(n: int, align: int) -> int:
@@ -159,7 +160,8 @@ def check_memory_section(info: dict) -> None:
     assert mem["peak"]["bytes"] == info["lower_bound_bytes"] and mem["live_bytes"][mem["peak"]["step"]] == mem["peak"]["bytes"]
     for name, curve in mem["curves"].items():
         assert len(curve) == len(steps) and max(curve) == info["schedulers_tried"][name], name
-    assert {"file", "rpo"} <= set(mem["curves"])
+    # every scheduler that ran has its curve (hierarchical and exact too: their orders, not only their peaks)
+    assert set(mem["curves"]) == set(info["schedulers_tried"]) and {"file", "rpo", "hierarchical"} <= set(mem["curves"])
     # the placements: inside their pool, never two live tensors on the same bytes (but in-place pairs)
     for t in tensors:
         assert 0 <= t["offset"] and t["offset"] + t["bytes"] <= info["arena_pools"][t["pool"]], t
@@ -197,6 +199,7 @@ def check_dom(dom: Dom, info: dict, profile: dict | None) -> None:
         assert int(row["macs"]) == s["macs"] and int(row["weights_bytes"]) == s["weights_bytes"]
         assert int(row["live_bytes"]) == s["live_bytes"] and int(row["high_water_bytes"]) == sum(s["high_water_bytes"])
     assert int(dom.curves[info["scheduler"]]["data-peak"]) == info["lower_bound_bytes"]
+    assert {k: int(v["data-peak"]) for k, v in dom.curves.items()} == {k: max(c) for k, c in mem["curves"].items()}
     if profile is None:
         assert "measured_high_water_bytes" not in dom.rows[0]
         return
@@ -227,7 +230,7 @@ def check_screenshot(image, dom: Dom, info: dict) -> None:
         bottom = box["y"] + TOP + TIMELINE_H
 
         def at(step: float, offset: float) -> tuple[float, float]:
-            return box["x"] + LEFT + step * sw, bottom - offset * k
+            return box["x"] + LEFT + step * sw, bottom - offset * k  # noqa: B023 (called in this iteration)
 
         group = [t for t in mem["tensors"] if t["pool"] == pool]
         checked = 0
@@ -287,7 +290,7 @@ def test_report_profiled_kws_tiny_measured_next_to_planned(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["build", str(EXAMPLE), "-o", str(out), "--profile", "--run", "--json"])
     assert result.exit_code == 0, result.output
-    info = pipeline.load_build_info(out)
+    info = load_build_info(out)
     check_memory_section(info)
     profile = json.loads((out / profiling.PROFILE_JSON).read_text())
     # the device measured the high-water marks the plan predicts, step by step

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgemem import pipeline
+from edgemem import build_info, pipeline
 from edgemem.errors import DeviceError, DoesNotFitError, UnsupportedModelError
 from edgemem.target.host import HOST_COMPILERS, build_host, run_host
 
@@ -63,7 +63,7 @@ def assert_bit_exact(raw: bytes, ref: np.ndarray, spec: dict) -> None:
 @pytest.mark.parametrize("model", MODEL_FILES, ids=[m.stem for m in MODEL_FILES])
 def test_host_build_under_asan_ubsan_matches_tflm(model, cc, projects, tmp_path):
     project = projects(model)
-    info = json.loads((project / pipeline.BUILD_INFO).read_text())
+    info = json.loads((project / build_info.BUILD_INFO).read_text())
     exe = build_host(project, tmp_path / "host", cc=cc, sanitize=True)
     for seed in SEEDS:
         inputs = reference.seeded_inputs(model, seed)
@@ -88,7 +88,7 @@ def test_asan_sees_an_access_past_a_pool(projects, tmp_path):
     project = projects(ROOT / "examples" / "kws_tiny_int8.tflite")
     broken = tmp_path / "broken"
     shutil.copytree(project, broken)
-    info = json.loads((project / pipeline.BUILD_INFO).read_text())
+    info = json.loads((project / build_info.BUILD_INFO).read_text())
     model_c = (broken / "model.c").read_text()
     head, sep, tail = model_c.partition("void *edgemem_output(uint32_t i)")
     pool, size = next(iter(info["arena_pools"].items()))

@@ -17,7 +17,7 @@ from edgemem.schedule.best import best_schedule, schedule_graph
 from edgemem.schedule.dag import Dag
 from edgemem.schedule.exact import file_or_topo, segments
 from edgemem.schedule.liveness import peak_bytes
-from edgemem.schedule.random_graphs import FAMILIES, generate, suite
+from random_graphs import FAMILIES, generate, suite
 
 from shared_models import MODELS, model_path
 

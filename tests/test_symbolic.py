@@ -21,7 +21,7 @@ from edgemem.plan import Buffer, PlanError, check_plan, plan_arena
 from edgemem.plan.symbolic import SymbolicPlan, plan_symbolic
 from edgemem.schedule.best import best_schedule
 from edgemem.schedule.dag import Dag
-from edgemem.schedule.random_graphs import generate
+from random_graphs import generate
 from edgemem.schedule.symbolic import SymDag, Symbols, affine_from, evaluate, list_schedule, parse_dim, schedule_symbolic
 
 ROOT = Path(__file__).resolve().parents[1]

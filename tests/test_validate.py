@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.board import load_board
 from edgemem.cli import app
 from edgemem.errors import ToolchainError
@@ -65,7 +65,7 @@ def test_example_validates_bit_exact(example_build):
 def test_validate_runs_the_seeded_inputs_of_run(example_build):
     """Seed s of validate is the input `edgemem run --seed s` uses: check one against TFLM directly."""
     report = validate(example_build, count=1, first_seed=7)
-    res = pipeline.run(example_build, seeded_inputs(EXAMPLE, 7))
+    res = device_run.run(example_build, seeded_inputs(EXAMPLE, 7))
     np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(EXAMPLE, seeded_inputs(EXAMPLE, 7))[0])
     assert report["runs"][0]["seed"] == 7 and report["runs"][0]["bit_exact"]
 
@@ -122,10 +122,9 @@ def _runs(*diffs: tuple[int, bool]) -> list[dict]:
 
 
 def test_one_lsb_on_softmax_matches_unless_bit_exact_is_required():
-    info = {"model": "m.tflite", "board": "b"}
-    runs = _runs((0, True), (1, True))  # 1 LSB on a SOFTMAX output: tolerated by pipeline's comparison
-    loose = summarize(info, runs, device="QEMU")
+    runs = _runs((0, True), (1, True))  # 1 LSB on a SOFTMAX output: tolerated by device_run's comparison
+    loose = summarize("m.tflite", "b", runs, device="QEMU")
     assert loose["all_match"] and loose["bit_exact_count"] == 1 and loose["matching_count"] == 2
-    strict = summarize(info, runs, device="QEMU", require_bit_exact=True)
+    strict = summarize("m.tflite", "b", runs, device="QEMU", require_bit_exact=True)
     assert not strict["all_match"]
-    assert not summarize(info, _runs((0, True), (3, False)), device="QEMU")["all_match"]
+    assert not summarize("m.tflite", "b", _runs((0, True), (3, False)), device="QEMU")["all_match"]

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgemem import pipeline
+from edgemem import build_info, pipeline
 from edgemem.board import load_board
 from edgemem.errors import DeviceError
 from edgemem.target.qemu import QemuSerial
-from edgemem.target.serial_link import open_port, read_report, run_request
+from edgemem.target.serial_link import read_report, run_request
 from edgemem.validate import validate
 
 pytest.importorskip("tflite_micro")
@@ -55,7 +55,7 @@ def test_validate_over_the_uart_socket_is_bit_exact(uart_build):
 
 @needs_tools
 def test_malformed_requests_are_refused_and_the_next_one_runs(uart_build):
-    info = pipeline.load_build_info(uart_build)
+    info = build_info.load_build_info(uart_build)
     n = sum(int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize for spec in info["inputs"])
     with QemuSerial(uart_build / "firmware.elf", load_board("mps2-an386"), 60) as q:
         link = q.connect()
@@ -121,7 +121,7 @@ def test_a_device_that_never_answers_a_request_times_out_clearly(plain_build):
 
 
 def test_wrong_outputs_from_the_device_are_a_mismatch(plain_build):
-    info = pipeline.load_build_info(plain_build)
+    info = build_info.load_build_info(plain_build)
     spec = info["outputs"][0]
     wrong = "7f" * (int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize)
     dev = FakeDevice(REPORT + [0.3, _line(f"EDGEMEM output 0 {wrong}"), _line("EDGEMEM done status=0")], hang_up=False)

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import __version__
 from ..ir.graph import OpGraph
+from ..ir.outside import EXTERNAL
 from .kernels_c import CKernels, prim_funcs_to_c
 from .templates import render
 
@@ -98,6 +99,8 @@ def _pointer(graph: OpGraph, placements: dict, name: str, ctype: str, const: boo
         return f"(const {ctype} *){_weight_symbol(name)}" if t.dtype == "bool" else _weight_symbol(name)
     if t.kind == "state":
         return _state_symbol(name)
+    if graph.tensors[t.storage].kind == EXTERNAL:  # --input outside: the caller's buffer, read in place
+        return f"({ctype} *)(uintptr_t)em_inputs[{graph.inputs.index(t.storage)}u]"
     pool, offset = placements[t.storage]
     qual = "const " if const else ""
     return f"({qual}{ctype} *)&em_pool_{pool}[{offset}u]"
@@ -122,8 +125,8 @@ def _op_calls(graph: OpGraph, order: list[int], placements: dict, kernels: CKern
 def _io(graph: OpGraph, placements: dict, names: list[str], infos: list) -> list[dict]:
     out = []
     for name, info in zip(names, infos):
-        pool, offset = placements[graph.tensors[name].storage]
         t = graph.tensors[name]
+        pool, offset = placements.get(t.storage, (None, None))  # None: an input outside the arena
         scale = getattr(info, "scale", None)
         out.append({
             "name": info.name, "dtype": t.dtype, "shape": t.shape, "nbytes": t.nbytes, "pool": pool,
@@ -156,7 +159,11 @@ def render_model(
         outputs=_io(graph, placements, graph.outputs, output_infos),
         ops=_op_calls(graph, order, placements, kernels),
         states=_states(graph),
+        input_outside=any(graph.tensors[n].kind == EXTERNAL for n in graph.inputs),
+        outside_bytes=sum(graph.tensors[n].nbytes for n in graph.inputs if graph.tensors[n].kind == EXTERNAL),
     )
+    align = ctx["arena_align"]  # the harness's input buffers are rows of this many bytes, each aligned
+    ctx["input_max_bytes"] = max((-(-graph.tensors[n].nbytes // align) * align for n in graph.inputs), default=align)
     return {
         "model.h": render("model.h.j2", **ctx),
         "model.c": render("model.c.j2", **ctx),

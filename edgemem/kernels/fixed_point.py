@@ -10,6 +10,8 @@ differs on ties.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from tvm import tirx
@@ -162,3 +164,39 @@ def mean_multiplier(input_scale: float, output_scale: float, count: int) -> tupl
     extra = min(count.bit_length() - 1, 32, 31 + shift)
     multiplier = (multiplier << extra) // count  # both non-negative: C's truncation is floor
     return int(multiplier), shift - extra
+
+
+class AddRescale(NamedTuple):
+    """TFLM's ADD-family multipliers: each input to the common scale, then the (left-shifted) sum to the output."""
+
+    m1: int
+    sh1: int
+    m2: int
+    sh2: int
+    mo: int
+    sho: int
+
+
+def add_rescale(scale1: float, scale2: float, output_scale: float, left_shift: int, *, squared: bool = False,
+                refuse: Callable[[str, float], None] | None = None) -> AddRescale:
+    """ADD / SUB / ADD_N / CUMSUM (and SQUARED_DIFFERENCE with ``squared``), as TFLM's Prepare computes them:
+    both inputs rescaled to twice the larger input scale, in double (add_common.cc; the tflite_micro build
+    edgemem is checked against rounds as double), the result of the integer sum, shifted left by
+    ``left_shift`` bits, rescaled to the output -- for a squared difference, the square of the common scale
+    over 2^(2 left_shift) times the output scale (a float32 product there, as TFLM's).
+
+    ``refuse(what, real)`` is called for an input multiplier (or, not squared, the output multiplier) outside
+    (0, 1), which TFLM's QuantizeMultiplierSmallerThanOneExp aborts on; None: not checked."""
+    s1, s2, so = np.float32(scale1), np.float32(scale2), np.float32(output_scale)
+    twice = 2.0 * float(max(s1, s2))
+    reals = {"first input": float(s1) / twice, "second input": float(s2) / twice}
+    if squared:
+        out_real = twice * twice / float(np.float32(1 << (2 * left_shift)) * so)
+    else:
+        out_real = reals["output"] = twice / ((1 << left_shift) * float(so))
+    if refuse is not None:
+        for what, real in reals.items():
+            if not 0.0 < real < 1.0:
+                refuse(what, real)
+    return AddRescale(*quantize_multiplier(reals["first input"]), *quantize_multiplier(reals["second input"]),
+                      *quantize_multiplier(out_real))  # fmt: skip

@@ -629,7 +629,7 @@ def dequantize_float(shape, scale: float, zero_point: int):
 # subtracted in_zp * w for every tap). Requantization runs in 32-bit registers (see requant32).
 
 
-def folded_bias(bias, weights, in_zp: int, out_axis: int) -> "np.ndarray":
+def folded_bias(bias, weights, in_zp: int, out_axis: int):
     """bias - in_zp * sum(w) per output channel, wrapped to int32 like the kernel's accumulator
     (TFLM's acc = sum((x - zp) * w) + bias is the same int32 modulo 2^32)."""
     import numpy as np
@@ -778,7 +778,6 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
         return pointwise
 
     contiguous = dw == 1  # the taps of one kernel row and their channels are one run in x and in w
-    run = kw * c
 
     def origin(p):
         return _pixel_origin(p, n, h, w, ho, wo, sh, sw, pt, pl)

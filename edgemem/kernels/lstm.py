@@ -20,7 +20,7 @@ code (int16 in both); the hidden state and the output are int8 or int16, saturat
 
 The int16 sigmoid and tanh are TFLite's interpolated look-up table of sigmoid(k/24) in 0.16 fixed point
 (tanh(x) = 2 sigmoid(2x) - 1); ``SIGMOID_TABLE`` holds it as *measured* from tflite_micro's int16 TANH
-(``measure_sigmoid_table``; tests/test_lstm.py measures it again and compares).
+(tests/test_lstm.py's ``measure_sigmoid_table`` reads it again and compares).
 
 State: the hidden and cell state are the kernel's two state arguments, which persist across invocations
 (the generated model keeps them outside the arena; ``edgemem_reset()`` restores TFLM's reset values,
@@ -40,7 +40,8 @@ from .fixed_point import clamp_to_int8, fully_connected_multiplier, mul_multipli
 
 GATES = ("input", "forget", "cell", "output")  # row order of the stacked weights, biases and multipliers
 
-# sigmoid(k/24) in 0.16 fixed point, k = 0..255, as tflite_micro computes with it (measure_sigmoid_table).
+# sigmoid(k/24) in 0.16 fixed point, k = 0..255, as tflite_micro computes with it (read off its int16 TANH by
+# tests/test_lstm.py, measure_sigmoid_table).
 SIGMOID_TABLE = (
     32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794, 41432, 42064, 42688,
     43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443, 48964, 49475, 49975, 50464, 50942, 51409,
@@ -62,28 +63,6 @@ SIGMOID_TABLE = (
 
 GATE_INPUT_SCALE = 2.0**-12  # fc outputs, the nonlinearities' input (Q3.12)
 GATE_OUTPUT_SCALE = 2.0**-15  # the nonlinearities' output (Q0.15)
-
-
-def measure_sigmoid_table() -> tuple[int, ...]:
-    """Read the table off tflite_micro: an int16 TANH whose input scale 1/6144 makes the kernel's table
-    index ``uh = |x| >> 7`` with no interpolation at x = 128 k, where its output is table[k] - 32768."""
-    import sys
-    from pathlib import Path
-
-    from tflite.BuiltinOperator import BuiltinOperator
-
-    from ..reference import tflm_outputs
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-    from make_example_model import ModelBuilder  # noqa: PLC0415 (the project's own flatbuffer writer)
-
-    mb = ModelBuilder()
-    x = mb.tensor("x", [1, 256], np.int16, quant={"scale": [1 / 6144], "zero_point": [0]})
-    y = mb.tensor("y", [1, 256], np.int16, quant={"scale": [2.0**-15], "zero_point": [0]})
-    mb.op(BuiltinOperator.TANH, [x], [y])
-    probe = (np.arange(256, dtype=np.int32) * 128).astype(np.int16).reshape(1, 256)
-    out = tflm_outputs(mb.serialize([x], [y]), [probe])[0].reshape(-1)
-    return tuple(int(v) + 32768 for v in out)
 
 
 @dataclass(frozen=True)

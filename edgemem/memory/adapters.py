@@ -36,7 +36,7 @@ def from_graph(graph, align: int = 1) -> MemoryModel:
                                    shift=t.alias_shift, rows=_overlap_rows(graph, t))  # fmt: skip
     views = {t.name: t.storage for t in graph.tensors.values() if t.kind in ("input", "activation") and t.storage != t.name}
     ops = []
-    for v, op in enumerate(graph.ops):
+    for op in graph.ops:
         reads = []
         for i in op.inputs:
             s = graph.tensors[i].storage

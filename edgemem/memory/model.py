@@ -16,7 +16,7 @@ The rule, under an op order (``ranges``):
 At one step an op's inputs and outputs are live together (an input dies *after* its reader's step).
 
 Everything that needs liveness calls this module: ``schedule/liveness.live_ranges`` (the planner's
-buffers), ``plan/model.lower_bound``, the profiling prediction (``pipeline.predicted_steps``), the
+buffers), ``plan/model.lower_bound``, the profiling prediction (``plan/graph_plan.predicted_steps``), the
 file-order ranges and the early floor (``frontend/footprint.py``, ``memory/floor.py``), and the two DAG
 evaluators (``schedule/dag.Dag``, ``schedule/symbolic.SymDag``), which are built *from* a model
 (``Dag.from_model``) and keep their incremental forms (``Dag.mem``/``Dag.step``) only as fast

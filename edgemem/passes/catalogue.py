@@ -74,12 +74,18 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
     from .overlap import overlap_convolutions
+    from .remat import remat
+    from .residual import residual_inplace
 
     return [
         GraphPass("fold_pad", "a zero-point PAD read only by convolutions becomes their padding", fold_pad, "edgemem",
                   (Elide(frozenset({"PAD", "PADV2"}), _CONVS, "a PAD's output read only by convolutions"),)),
         GraphPass("inplace_depthwise", "a depthwise convolution writes over its dying input (one channel of scratch)",
                   inplace_depthwise, "edgemem", (Overlap(frozenset({"DEPTHWISE_CONV_2D"})),)),
+        GraphPass("inplace_residual", "a convolution fused with the residual ADD that alone reads it, written over the skip",
+                  residual_inplace, "edgemem",
+                  (Elide(_CONVS | {"FULLY_CONNECTED"}, frozenset({"ADD"}), "a convolution's result read only by its ADD"),
+                   Overlap(frozenset({"ADD"})))),
         GraphPass("inplace_overlap", "a convolution or pooling writes its output over input rows no later output pixel reads",
                   overlap_convolutions, "edgemem", (Overlap(_CONVS | {"MAX_POOL_2D", "AVERAGE_POOL_2D"}),)),
         GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem",
@@ -89,6 +95,9 @@ def _edgemem_passes() -> list[GraphPass]:
                   (Overlap(frozenset({"CONCATENATION"}), True, "input/output co-liveness of CONCATENATION"),)),
         GraphPass("fold_dequantize", "a float output's DEQUANTIZE folded into its producer (no int8 copy)",
                   fold_dequantize, "edgemem", (Elide(None, frozenset({"DEQUANTIZE"}), "a DEQUANTIZE's int8 input"),)),
+        # no floor capability: a copy has its original's inputs and output, so no operator's own need changes
+        GraphPass("remat", "a cheap tensor (pooling, element-wise, PAD) held across the peak is recomputed for its late readers",
+                  remat, "edgemem"),
     ]  # fmt: skip
 
 
@@ -166,18 +175,18 @@ _INTEGERIZE = (
 
 def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -> dict:
     """What the build would get from ``mod``: arena bytes (best order found, then planned), flash bytes of
-    constants, MACs, number of kernels and of RAM tensors."""
-    from ..ir.graph import read_graph
-    from ..plan import Buffer, plan_arena
+    constants, MACs, number of kernels and of RAM tensors. The same steps as the build's (best_schedule on
+    the graph's Dag, its buffers by schedule.liveness.arena_buffers, plan_arena in one pool); the build
+    passes its own scheduling budget."""
+    from ..ir.outside import planned_graph
+    from ..plan import plan_arena
     from ..schedule.best import best_schedule
     from ..schedule.dag import Dag
-    from ..schedule.liveness import live_ranges
+    from ..schedule.liveness import arena_buffers
 
-    graph = read_graph(mod)
+    graph = planned_graph(mod)  # the inputs outside the arena when the build plans them there (ir/outside.py)
     order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
-    buffers = [Buffer(r.name, max(r.size, 1), r.first, r.last, align, alias=r.alias, shift=r.shift, rows=r.rows)
-               for r in live_ranges(graph, order)]
-    plan = plan_arena(buffers)
+    plan = plan_arena(arena_buffers(graph, order, align))
     return {
         "arena_bytes": plan.total_bytes,
         "peak_bytes": peak,

@@ -31,10 +31,10 @@ from . import kernel_spec
 from .rewrite import abandon
 from ..kernels.fixed_point import (
     activation_range,
+    add_rescale,
     conv_multipliers,
     fully_connected_multiplier,
     mul_multiplier,
-    quantize_multiplier,
     rescale_multiplier,
 )
 from ..kernels.int8_ops import Requant
@@ -370,7 +370,7 @@ class _Integerizer:
                 const = _const_tree(self.g, rhs.args[0])
                 bias_d = None if const is None else Dequant(const, np.zeros(1, np.float32), np.zeros(1))
             if bias_d is None:
-                raise UnsupportedModelError(f"unrecognised ADD form.")
+                raise UnsupportedModelError("unrecognised ADD form.")
             bias, expr = bias_d.source.astype(np.int32).reshape(-1), lhs
         op = _op(expr)
         if op == "nn.conv2d":
@@ -465,7 +465,7 @@ class _Integerizer:
         """LOGISTIC: a 256-byte table of TFLM's fixed-point results (kernels/logistic.py)."""
         d = _dequant(self.g, expr.args[0])
         if d is None or d.is_const or d.scale.size != 1:
-            raise UnsupportedModelError(f"LOGISTIC does not read one per-tensor int8 tensor.")
+            raise UnsupportedModelError("LOGISTIC does not read one per-tensor int8 tensor.")
         if out_zp != -128 or abs(out_scale * 256 - 1) > 1e-6:
             raise UnsupportedModelError(f"int8 LOGISTIC output quantized with scale {out_scale}, zero point {out_zp}; TFLite requires 1/256 and -128.")
         table = logistic.logistic_table(d.scalar_scale, d.scalar_zp)
@@ -565,37 +565,23 @@ class _Integerizer:
         if not same_shape:
             return self._broadcast_add(out_shape, d1, d2, out_scale, rq)
         left_shift = 20
-        s1, s2 = np.float32(d1.scalar_scale), np.float32(d2.scalar_scale)
-        twice_max = 2.0 * float(max(s1, s2))
-        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
-        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
-        mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * float(np.float32(out_scale))))
-        prim = int8_ops.add(tuple(out_shape), d1.scalar_zp, d2.scalar_zp, left_shift, m1, sh1, m2, sh2, mo, sho, rq)
+        mults = add_rescale(d1.scalar_scale, d2.scalar_scale, out_scale, left_shift)
+        prim = int8_ops.add(tuple(out_shape), d1.scalar_zp, d2.scalar_zp, left_shift, *mults, rq)
         args = [self._act(d1.source), self._act(d2.source)]
         return self._call(self._name("add"), prim, args, out_shape, "ADD", 0)
-
-    @staticmethod
-    def _add_multipliers(s1, s2, out_scale, left_shift):
-        """TFLM's ADD: both inputs rescaled to twice the larger input scale, then to the output."""
-        s1, s2 = np.float32(s1), np.float32(s2)
-        twice_max = 2.0 * float(max(s1, s2))
-        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
-        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
-        mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * float(np.float32(out_scale))))
-        return m1, sh1, m2, sh2, mo, sho
 
     def _broadcast_add(self, out_shape, d1: Dequant, d2: Dequant, out_scale, rq):
         """ADD with a constant operand or numpy broadcasting (TFLM's broadcast path: the same
         per-element arithmetic)."""
         (a, a_shape), (b, b_shape) = self._operand(d1, "ADD"), self._operand(d2, "ADD")
-        mults = self._add_multipliers(d1.scalar_scale, d2.scalar_scale, out_scale, 20)
+        mults = add_rescale(d1.scalar_scale, d2.scalar_scale, out_scale, 20)
         prim = int8_ops.broadcast_add(a_shape, b_shape, tuple(out_shape), d1.scalar_zp, d2.scalar_zp, 20, *mults, rq)
         return self._call(self._name("add"), prim, [a, b], out_shape, "ADD", 0)
 
     def _mul(self, var, expr, out_scale, rq):
         d1, d2 = (_dequant(self.g, a) for a in expr.args)
         if d1 is None or d2 is None or (d1.is_const and d2.is_const):
-            raise UnsupportedModelError(f"MUL is not a product of dequantized int8 tensors.")
+            raise UnsupportedModelError("MUL is not a product of dequantized int8 tensors.")
         (a, a_shape), (b, b_shape) = self._operand(d1, "MUL"), self._operand(d2, "MUL")
         m, s = mul_multiplier(d1.scalar_scale, d2.scalar_scale, out_scale)
         out_shape = _shape(var)
@@ -606,7 +592,7 @@ class _Integerizer:
         parts = expr.args[0].fields if isinstance(expr.args[0], relax.Tuple) else None
         ds = [_dequant(self.g, p) for p in parts or []]
         if not ds or any(d is None or d.is_const for d in ds):
-            raise UnsupportedModelError(f"CONCATENATION is not of dequantized int8 activations.")
+            raise UnsupportedModelError("CONCATENATION is not of dequantized int8 activations.")
         for d in ds:
             if np.float32(d.scalar_scale) != np.float32(out_scale) or d.scalar_zp != out_zp:
                 raise UnsupportedModelError(f"CONCATENATION mixes quantizations (scale {d.scalar_scale} zero point {d.scalar_zp} vs output {out_scale}, {out_zp}); TFLite Micro requires one quantization for int8.")
@@ -619,7 +605,7 @@ class _Integerizer:
         """TFLite QUANTIZE from int8 to int8 (a change of scale/zero point)."""
         d = _dequant(self.g, expr)
         if d is None or d.is_const:
-            raise UnsupportedModelError(f"QUANTIZE does not read an int8 activation.")
+            raise UnsupportedModelError("QUANTIZE does not read an int8 activation.")
         m, s = rescale_multiplier(d.scalar_scale, out_scale)
         shape = _shape(var)
         prim = int8_ops.requantize(shape, d.scalar_zp, m, s, out_zp)
@@ -629,7 +615,7 @@ class _Integerizer:
         """DEQUANTIZE of an int8 activation into a float32 model output."""
         d = _dequant(self.g, var)
         if d is None or d.is_const or d.scale.size != 1:
-            raise UnsupportedModelError(f"the model output is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
+            raise UnsupportedModelError("the model output is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
         shape = _shape(var)
         prim = int8_ops.dequantize_float(shape, d.scalar_scale, d.scalar_zp)
         spec = {"builder": "dequantize_float", "shape": list(shape), "scale": float(d.scalar_scale), "zero_point": int(d.scalar_zp)}

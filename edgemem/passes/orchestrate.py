@@ -20,33 +20,28 @@ The run is deterministic for a seed: every choice comes from ``random.Random(see
 deterministic (the schedulers and the planner finish well inside their budgets on these graphs). A time
 stop only cuts the same trajectory shorter.
 
-The effect table (``effects.json`` next to this file) holds, per pass and pass pair, how often a pass is an
-opportunity on a fresh module, how often ``p`` keeps or creates ``q``, and ``p``'s mean arena ratio. Runs
-only *read* it; every run returns its observations and ``learn`` merges them into the file. A user build
-never writes it: the package may be installed read-only, builds must not depend on which models were
-built before on the same machine (the same model gives the same result), and parallel builds would race
-on the file. ``benchmarks/passes.py --learn`` refreshes it from the shared models.
+The module is split by job: the learned effect table is ``effects.py``; TVM's default pipeline, the
+figure the build reports next to the search's, is ``tvm_baseline.py``; baselines that only benchmarks compare
+against (greedy) live in ``benchmarks/pass_baselines.py`` and come in through ``extra_baselines``. This file
+is the search and the build's choice between its result and the fixed sequence.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import re
 import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any
 
-DEFAULT_SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_elementwise")  # edgemem's fixed sequence
-EFFECTS_FILE = "effects.json"
+from .effects import EffectTable
+from .tvm_baseline import tvm_default_baseline
+
+DEFAULT_SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise")  # edgemem's fixed sequence
 REDETECT = 0.03  # OPASS's probability of re-detecting a new state's real opportunities
 RANK_BIAS = 0.5  # the state (or opportunity) of rank r is chosen with weight RANK_BIAS ** r
-MIN_OBSERVATIONS = 3  # fewer observations of a pass (pair) than this: no belief
-LIKELY, UNLIKELY = 0.9, 0.1  # observed rates at or beyond these count as beliefs
 STATUS_KEYS = ("arena_bytes", "flash_bytes", "macs", "ops", "tensors", "inplace_tensors", "peak_bytes")
-ALL_BASELINES = ("none", "tvm_default", "fixed", "greedy")
+ALL_BASELINES = ("none", "tvm_default", "fixed")  # the build's own; benchmarks add theirs (extra_baselines)
 
 
 def objective(figures: dict) -> tuple:
@@ -73,112 +68,6 @@ def module_key(mod) -> Hashable:
     import tvm_ffi
 
     return tvm_ffi.structural_hash(mod)
-
-
-# -- the learned effect table ---------------------------------------------------------------------------
-
-
-def _belief(hits: int, seen: int) -> bool | None:
-    if seen < MIN_OBSERVATIONS:
-        return None
-    rate = hits / seen
-    return True if rate >= LIKELY else False if rate <= UNLIKELY else None
-
-
-@dataclass
-class EffectTable:
-    """Counts observed across models. ``root[q] = [seen, opportunity]`` on an unpassed module;
-    ``after[p][q] = [seen while q was an opportunity, still one after p, seen while q was not, one after p]``;
-    ``gain[p] = [applications as an opportunity, sum of arena after / before]``."""
-
-    root: dict = field(default_factory=dict)
-    after: dict = field(default_factory=dict)
-    gain: dict = field(default_factory=dict)
-    models: list = field(default_factory=list)
-
-    # what a run believes
-    def root_belief(self, q: str) -> bool | None:
-        seen, hits = self.root.get(q, (0, 0))
-        return _belief(hits, seen)
-
-    def after_belief(self, p: str, q: str, was: bool) -> bool | None:
-        c = self.after.get(p, {}).get(q, (0, 0, 0, 0))
-        return _belief(c[1], c[0]) if was else _belief(c[3], c[2])
-
-    def arena_ratio(self, p: str) -> float:
-        n, total = self.gain.get(p, (0, 0.0))
-        return total / n if n else 1.0
-
-    # what a run saw
-    def saw_root(self, q: str, opportunity: bool) -> None:
-        c = self.root.setdefault(q, [0, 0])
-        c[0] += 1
-        c[1] += int(opportunity)
-
-    def saw_after(self, p: str, q: str, was: bool, now: bool) -> None:
-        c = self.after.setdefault(p, {}).setdefault(q, [0, 0, 0, 0])
-        base = 0 if was else 2
-        c[base] += 1
-        c[base + 1] += int(now)
-
-    def saw_gain(self, p: str, ratio: float) -> None:
-        c = self.gain.setdefault(p, [0, 0.0])
-        c[0] += 1
-        c[1] += ratio
-
-    def merged(self, other: "EffectTable") -> "EffectTable":
-        out = EffectTable.from_json(self.to_json())
-        for q, (seen, hits) in other.root.items():
-            c = out.root.setdefault(q, [0, 0])
-            c[0], c[1] = c[0] + seen, c[1] + hits
-        for p, row in other.after.items():
-            for q, counts in row.items():
-                c = out.after.setdefault(p, {}).setdefault(q, [0, 0, 0, 0])
-                for i in range(4):
-                    c[i] += counts[i]
-        for p, (n, total) in other.gain.items():
-            c = out.gain.setdefault(p, [0, 0.0])
-            c[0], c[1] = c[0] + n, c[1] + total
-        out.models = sorted(set(out.models) | set(other.models))
-        return out
-
-    def is_empty(self) -> bool:
-        return not (self.root or self.after or self.gain)
-
-    def to_json(self) -> dict:
-        return {"version": 1, "models": list(self.models), "root": self.root, "after": self.after,
-                "gain": {p: [n, round(total, 6)] for p, (n, total) in self.gain.items()}}  # fmt: skip
-
-    @classmethod
-    def from_json(cls, data: dict) -> "EffectTable":
-        return cls(root={q: list(c) for q, c in data.get("root", {}).items()},
-                   after={p: {q: list(c) for q, c in row.items()} for p, row in data.get("after", {}).items()},
-                   gain={p: list(c) for p, c in data.get("gain", {}).items()},
-                   models=list(data.get("models", [])))  # fmt: skip
-
-    @classmethod
-    def load(cls, path: str | Path | None = None) -> "EffectTable":
-        """The table shipped in the package (or the file at ``path``); empty when there is none."""
-        if path is not None:
-            source = Path(path)
-            return cls.from_json(json.loads(source.read_text())) if source.is_file() else cls()
-        shipped = resources.files(__package__).joinpath(EFFECTS_FILE)
-        return cls.from_json(json.loads(shipped.read_text())) if shipped.is_file() else cls()
-
-    def save(self, path: str | Path | None = None) -> Path:
-        target = Path(path) if path is not None else Path(__file__).with_name(EFFECTS_FILE)
-        text = json.dumps(self.to_json(), indent=1, sort_keys=True)
-        text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)  # counts on one line
-        target.write_text(text + "\n")
-        return target
-
-
-def learn(observations: Iterable[EffectTable], base: EffectTable | None = None) -> EffectTable:
-    """``base`` (default: empty) with every run's observations added: the explicit learning step."""
-    table = base or EffectTable()
-    for obs in observations:
-        table = table.merged(obs)
-    return table
 
 
 # -- the search -----------------------------------------------------------------------------------------
@@ -289,6 +178,16 @@ class _Search:
             mod, key, figures = state.mod, state.key, None
         result = self.applied[(state.key, name)] = (mod, key, figures)
         return result
+
+    def step(self, state: _State, name: str) -> _State | None:
+        """``state`` after pass ``name`` as a detached state (not part of the search graph), None when the
+        pass fails: what baselines walk with (cached like every application)."""
+        mod, key, figures = self.apply(state, name)
+        return None if figures is None else _State(-1, mod, key, figures, state.path + (name,))
+
+    @property
+    def pass_names(self) -> list[str]:
+        return [p.name for p in self.passes]
 
     def opportunity(self, state: _State, result) -> bool:
         return result[2] is not None and status(result[2]) != status(state.figures)
@@ -431,87 +330,9 @@ def _run_sequence(search: _Search, names) -> tuple[_State, list]:
     the figures after each step."""
     state, steps = search.states[0], []
     for name in names:
-        mod, key, figures = search.apply(state, name)
-        if figures is None:
-            figures, mod, key = state.figures, state.mod, state.key
-        state = _State(-1, mod, key, figures, state.path + (name,))
-        steps.append((name, figures))
+        state = search.step(state, name) or _State(-1, state.mod, state.key, state.figures, state.path + (name,))
+        steps.append((name, state.figures))
     return state, steps
-
-
-def _greedy(search: _Search) -> tuple[_State, list]:
-    """Each round the pass with the best objective, while it improves."""
-    state, steps = search.states[0], []
-    while True:
-        best = None
-        for p in search.passes:
-            mod, key, figures = search.apply(state, p.name)
-            if figures is not None and objective(figures) < objective(state.figures):
-                if best is None or objective(figures) < objective(best[3]):
-                    best = (p.name, mod, key, figures)
-        if best is None:
-            return state, steps
-        name, mod, key, figures = best
-        state = _State(-1, mod, key, figures, state.path + (name,))
-        steps.append((name, figures))
-
-
-def tvm_default_baseline(mod, measure_fn) -> dict:
-    """TVM's default Relax pipeline on the lowered module, measured like every state: its graph part
-    (LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR, RewriteDataflowReshape, as
-    ``relax.get_default_pipeline`` runs them for a CPU target, ``relax.backend.cpu_generic``) is read and
-    planned by edgemem; what follows in the pipeline turns call_tir into VM builtins and storage of TVM's
-    own. A fused kernel keeps the tensors between its parts as internal buffers (TVM does not inline
-    them): the largest such scratch is added to the arena (an upper bound on planning both together).
-    (``tvm.compile`` itself runs the generic ``relax.get_pipeline("default")`` on CPU targets, which does
-    not fuse: its graph part, LegalizeOps + RewriteDataflowReshape, leaves the lowered module as it is,
-    i.e. the "none" baseline.) TVM's own storage plan (that generic pipeline's) is kept for reference."""
-    import tvm
-    from tvm import relax
-
-    from .tvm_fusion import _scratch_bytes
-
-    target = tvm.target.Target({"kind": "c"})
-    try:
-        with target, tvm.transform.PassContext(opt_level=3):
-            graph_part = tvm.transform.Sequential([*relax.backend.cpu_generic.legalize_passes(target),
-                                                   relax.transform.RewriteDataflowReshape()])(mod)  # fmt: skip
-    except Exception as exc:
-        last = str(exc).strip().splitlines()[-1][-160:] if str(exc).strip() else ""
-        return {"arena_bytes": None, "reason": f"n/a: TVM's default pipeline fails on the lowered module ({type(exc).__name__}: {last})"}
-    fused = {gv.name_hint: f for gv, f in graph_part.functions.items()
-             if isinstance(f, tvm.tirx.PrimFunc) and "edgemem.op" not in (f.attrs or {})}  # fmt: skip
-    scratch = max(_scratch_bytes(fused).values(), default=0) if fused else 0
-    figures = measure_fn(graph_part)
-    figures["macs"] = measure_fn(mod)["macs"]  # fusion moves MACs, never changes them (fused kernels carry no count)
-    return {**figures, "arena_bytes": figures["arena_bytes"] + scratch, "planned_arena_bytes": figures["arena_bytes"],
-            "fused_kernel_scratch_bytes": scratch, "tvm_storage_bytes": _tvm_own_plan(mod),
-            "sequence": ["tvm_default_pipeline"]}  # fmt: skip
-
-
-def _tvm_own_plan(mod) -> int | None:
-    """Bytes of TVM's own static storage plan for ``mod`` (None where its pipeline fails)."""
-    import tvm
-    from tvm import relax
-
-    try:
-        with tvm.target.Target({"kind": "c"}), tvm.transform.PassContext(opt_level=3):
-            return _tvm_storage_bytes(relax.get_pipeline("default")(mod))
-    except Exception:  # noqa: BLE001 - reference figure only (e.g. two kernels with one global symbol)
-        return None
-
-
-def _tvm_storage_bytes(mod) -> int:
-    from tvm import relax
-
-    sizes = []
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.vm.alloc_storage":
-            sizes.append(int(expr.args[0].values[0]))
-
-    relax.analysis.post_order_visit(mod["main"], visit)
-    return sum(sizes)
 
 
 def _steps_report(root_figures: dict, steps) -> list:
@@ -538,6 +359,7 @@ def _path_steps(search: _Search, state: _State) -> list:
 def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int = 0, time_budget: float = 5.0,
                 max_trials: int = 200, target_bytes: int | None = None, margin: float = 0.1,
                 baselines: Iterable[str] = ALL_BASELINES, fixed_sequence: Iterable[str] = DEFAULT_SEQUENCE,
+                extra_baselines: Mapping[str, Callable] | None = None,
                 learn_all: bool = False, model_name: str | None = None, measure_fn: Callable | None = None, key_fn: Callable | None = None,
                 clock: Callable[[], float] = time.perf_counter) -> Orchestration:  # fmt: skip
     """Search the best pass sequence for ``mod``; then the baselines on the same cache.
@@ -548,7 +370,8 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     ``learn_all``: re-detect every new state (a learning run: more trials, complete observations).
     ``model_name``: recorded with the observations (the table lists the models it learned from).
     ``measure_fn``/``key_fn``: figures and identity of a module (default: the build's measure and TVM's
-    structural hash; tests pass their own)."""
+    structural hash; tests pass their own). ``extra_baselines``: name -> function of the search returning
+    (state, [(pass, figures)]) from ``search.states[0]`` through ``search.step`` (benchmarks/pass_baselines.py)."""
     if passes is None:
         from .catalogue import catalogue
 
@@ -571,13 +394,14 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
             state, steps = root, []
         elif name == "fixed":
             state, steps = _run_sequence(search, [n for n in fixed_sequence if n in names])
-        elif name == "greedy":
-            state, steps = _greedy(search)
+        elif name in (extra_baselines or {}):
+            state, steps = extra_baselines[name](search)
         elif name == "tvm_default":
             report[name] = tvm_default_baseline(mod, measure_fn)
             continue
         else:
-            raise ValueError(f"unknown baseline {name!r}; known: {', '.join(ALL_BASELINES)}")
+            known = ", ".join([*ALL_BASELINES, *(extra_baselines or {})])
+            raise ValueError(f"unknown baseline {name!r}; known: {known} (benchmarks/pass_baselines.py has more)")
         report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
                         "sequence": [n for n, _ in steps]}  # fmt: skip
         if (objective(state.figures), len(steps)) < (objective(best_state.figures), len(best_steps)):

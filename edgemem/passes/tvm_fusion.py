@@ -12,6 +12,12 @@ anchor is held back and the rest may fuse without it); if a fused kernel does no
 path's allocating passes the pass refuses altogether (returns the module unchanged).
 ``max_pattern`` narrows the groups to kernels of at most that op pattern (``INJECTIVE``: element-wise
 chains such as ADD+MUL, QUANTIZE+PAD; no convolution, reduction or softmax).
+
+The fast int8 convolutions and FULLY_CONNECTED (kernels/int8_ops.*_fast) are TIR without blocks, which
+TVM infers opaque and FuseTIR could not merge anyway: each is first fused with the element-wise kernel
+that alone reads its result (the residual ADD) by rewriting its output stores (passes/residual.py's
+``fuse_epilogue``: the same grouping FuseOps makes of an out-element-wise-fusable kernel, the same scratch
+limit); TVM's FuseOps and FuseTIR then group the rest.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import tvm
 import tvm.s_tir
 import tvm_ffi
 from tvm import relax, tirx
+
+from .residual import fuse_pairs
 
 SCRATCH_LIMIT = 256  # bytes of kernel scratch a fused kernel may keep (edgemem's own kernels keep <= 256)
 
@@ -73,33 +81,16 @@ def _blocks(sch) -> list:
 _SCRATCH_CACHE: dict[int, int] = {}  # structural hash of a fused kernel -> its scratch bytes
 
 
-def _allocating_passes() -> list:
-    """The part of the C path's TIR lowering (codegen/kernels_c.py) that decides the allocations: up to
-    FlattenBuffer, then StorageRewrite. The passes left out only simplify (HoistIfThenElse and RemoveNoOp
-    are most of the time on fused kernels with inlined PAD bounds); measured on every fused kernel of the
-    shared models (66 scheduled, 66 as FuseTIR leaves them): the same allocations, 1/10 of the time."""
-    from ..codegen.kernels_c import _lowering_passes
-
-    passes = _lowering_passes()
-    names = [p.info.name for p in passes]
-    cut = names.index("tirx.FlattenBuffer") + 1
-    return passes[:cut] + [p for p in passes[cut:] if p.info.name == "tirx.StorageRewrite"]
-
-
 def _scratch_bytes(funcs: dict[str, tirx.PrimFunc]) -> dict[str, int]:
     """Bytes of scratch each kernel allocates once lowered for plain C (cached: the orchestrator meets
     the same fused kernels in many states). Raises if a kernel does not lower."""
-    from ..codegen.kernels_c import _alloc_bytes, _prepare_module, _target
+    from ..codegen.kernels_c import allocation_bytes
 
     keys = {name: tvm_ffi.structural_hash(f) for name, f in funcs.items()}
     todo = {name: f for name, f in funcs.items() if keys[name] not in _SCRATCH_CACHE}
     if todo:
-        mod = tirx.transform.BindTarget(_target())(_prepare_module(todo))
-        with tvm.transform.PassContext(opt_level=3, config={"tirx.disable_vectorize": True}):
-            lowered = tvm.transform.Sequential(_allocating_passes())(mod)
-        for gv, f in lowered.functions.items():
-            if isinstance(f, tirx.PrimFunc) and gv.name_hint in todo:
-                _SCRATCH_CACHE[keys[gv.name_hint]] = sum(n for _, n in _alloc_bytes(f, gv.name_hint))
+        for name, nbytes in allocation_bytes(todo).items():
+            _SCRATCH_CACHE[keys[name]] = nbytes
     return {name: _SCRATCH_CACHE[keys[name]] for name in funcs}
 
 
@@ -162,6 +153,8 @@ def fuse_ops(mod: tvm.IRModule, level: int = 2, max_pattern: int = OPAQUE) -> tv
     ``max_pattern=INJECTIVE`` fuses only chains of element-wise/injective kernels (no convolution).
     A group that would keep more than ``SCRATCH_LIMIT`` bytes is taken apart and fusion runs again
     without its anchor, until every group passes (each round holds back at least one more kernel)."""
+    if max_pattern > INJECTIVE:  # the fast kernels, which FuseTIR cannot merge, with their element-wise readers
+        mod = fuse_pairs(mod, keep=_fits)
     held_back: set[str] = set()
     while True:
         try:
@@ -180,6 +173,14 @@ def fuse_ops(mod: tvm.IRModule, level: int = 2, max_pattern: int = OPAQUE) -> tv
         group, macs = kinds[gv.name_hint]
         fused[gv] = _with(func, {"global_symbol": gv.name_hint, "edgemem.op": "+".join(group), "edgemem.macs": macs})
     return fused
+
+
+def _fits(name: str, prim: tirx.PrimFunc) -> bool:
+    """A fused fast kernel is kept if it lowers for the C path with at most SCRATCH_LIMIT bytes of scratch."""
+    try:
+        return _scratch_bytes({name: prim})[name] <= SCRATCH_LIMIT
+    except Exception:  # noqa: BLE001 - a fused kernel the C path cannot take: that pair stays apart
+        return False
 
 
 def _with(func: tirx.PrimFunc, attrs: dict) -> tirx.PrimFunc:

@@ -8,9 +8,9 @@ so the report shows the plan the firmware runs, not a recomputation of it:
 - ``steps``: per step of the chosen order, the operator with its shapes, MACs and weight bytes, the bytes
   live (padded to the arena alignment, as the schedulers and the lower bound count them) and the planned
   high-water mark of each pool (the highest planned byte written so far, as `edgemem profile` measures it);
-- ``curves``: the live bytes of the file's operator order and of reverse post-order next to the chosen one
-  (cheap to recompute; the hierarchical and exact schedulers report only their peaks, in
-  ``schedulers_tried``);
+- ``curves``: the live bytes of every operator order the build's schedulers found (file, reverse post-order,
+  hierarchical, exact: ``Schedule.orders``) next to the chosen one; file and reverse post-order are
+  recomputed when the schedule does not carry them (cheap);
 - ``peak``: the step where the most bytes are live in the chosen order, and what is live there.
 """
 
@@ -36,17 +36,20 @@ def _tensor_role(graph: OpGraph, name: str) -> str:
 
 
 def _other_curves(graph: OpGraph, schedule: Schedule, align: int) -> dict[str, list[int]]:
-    """Live bytes per step of the file order and of reverse post-order (what is cheap to redo here)."""
+    """Live bytes per step of each scheduler's order: those the schedule carries (the build's schedulers,
+    hierarchical and exact included), else the file order and reverse post-order, cheap to redo here."""
     from ..schedule import rpo
     from ..schedule.exact import file_or_topo
 
     n = len(graph.ops)
     curves = {}
-    try:
-        dag = Dag.from_graph(graph, align)
-        orders = {"file": file_or_topo(dag), "rpo": rpo.rpo_order(dag)}
-    except Exception:  # noqa: BLE001 - the other curves are a comparison only; the build does not depend on them
-        return curves
+    orders = dict(schedule.orders)
+    if "file" not in orders or "rpo" not in orders:
+        try:
+            dag = Dag.from_graph(graph, align)
+            orders = {"file": file_or_topo(dag), "rpo": rpo.rpo_order(dag), **orders}
+        except Exception:  # noqa: BLE001 - the other curves are a comparison only; the build does not depend on them
+            pass
     for name, order in orders.items():
         if sorted(order) == list(range(n)):
             curves[name] = live_bytes(live_ranges(graph, order), n, align)

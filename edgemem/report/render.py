@@ -316,6 +316,7 @@ def _profile_matches(info: dict, profile: dict | None) -> dict | None:
 
 def render_report(info: dict, profile: dict | None = None) -> str:
     """The HTML page of one build (edgemem.json as ``info``; profile.json as ``profile``, if any)."""
+    info = info.to_json() if hasattr(info, "to_json") else info  # a BuildInfo, or edgemem.json as read
     profile = _profile_matches(info, profile)
     info = {"flash_bytes": None, "static_ram_bytes": None, "total_ram_bytes": None, "fits": None, **info}  # unlinked builds
     memory = info.get("memory")
@@ -341,11 +342,11 @@ def write_report(out_dir: str | Path, info: dict | None = None, profile: dict | 
                  path: str | Path | None = None) -> Path:  # fmt: skip
     """Write the report of the build in ``out_dir`` (default ``out_dir/report.html``); reads edgemem.json and
     profile.json from there unless given."""
-    from ..pipeline import load_build_info
+    from ..build_info import load_build_info
 
     out_dir = Path(out_dir)
     if info is None:
-        info = load_build_info(out_dir)
+        info = load_build_info(out_dir).to_json()  # the template reads the JSON form
     if profile is None and (out_dir / PROFILE_JSON).is_file():
         try:
             profile = json.loads((out_dir / PROFILE_JSON).read_text())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ir.graph import OpGraph
 from .liveness import peak_bytes
@@ -13,6 +13,7 @@ class Schedule:
     order: list[int]
     peak_bytes: int
     scheduler: str
+    orders: dict = field(default_factory=dict, compare=False)  # every scheduler's order (the report's curves)
 
 
 def file_order(graph: OpGraph, align: int = 1) -> Schedule:

@@ -11,12 +11,22 @@ from .. import memory
 from ..ir.graph import OpGraph
 from ..memory import Range as LiveRange  # the steps [first, last] a storage keeps its bytes (alias: in place)
 
-__all__ = ["LiveRange", "live_bytes", "live_ranges", "peak_bytes"]
+__all__ = ["LiveRange", "arena_buffers", "live_bytes", "live_ranges", "peak_bytes"]
 
 
 def live_ranges(graph: OpGraph, order: list[int]) -> list[LiveRange]:
     """Live range of every RAM-owning tensor under the op order ``order`` (op indices), unaligned sizes."""
     return memory.from_graph(graph).ranges(order)
+
+
+def arena_buffers(graph: OpGraph, order: list[int], align: int):
+    """The planner's buffers for ``order``: one per live range, ``align``-ed, with its heat (how many kernels
+    touch the tensor; the planner puts the hottest ones in fast pools). The build plans these, and the pass
+    orchestrator measures every candidate module with them (passes/catalogue.evaluate)."""
+    from ..plan import Buffer
+
+    return [Buffer(r.name, max(r.size, 1), r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)),
+                   alias=r.alias, shift=r.shift, rows=r.rows) for r in live_ranges(graph, order)]  # fmt: skip
 
 
 def live_bytes(ranges: list[LiveRange], steps: int, align: int = 1) -> list[int]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgemem.board import FLASH_TOOLS, Board, FlasherConfig
-from edgemem.errors import DeviceError, EdgememError, ToolchainError
-from edgemem.target.toolchain import DEVICE_DIR
+from edgemem.errors import DeviceError, EdgememError, ToolchainError, tail
+from edgemem.target.image import DEVICE_DIR
 
 IMAGE = "firmware.bin"
 OBJCOPY = "arm-none-eabi-objcopy"
@@ -110,7 +110,7 @@ def flash(project: str | Path, board: Board, *, tool: str | None = None, timeout
                 "cable and the udev permissions, then retry.") if _NO_PROBE.search(output) else ""  # fmt: skip
         raise DeviceError(
             f"flashing board {board.name} with {name} failed (exit code {proc.returncode}).{hint} "
-            f"command: {shlex.join(command)}\n{_tail(proc.stderr or proc.stdout)}"
+            f"command: {shlex.join(command)}\n{tail(proc.stderr or proc.stdout, 3000)}"
         )
     return FlashResult(name, command, image, flasher.address, output, None if on_board else _stand_in_note(board, flasher.address))
 
@@ -157,7 +157,3 @@ def _text(data: str | bytes | None) -> str:
         return data.decode("utf-8", "replace")
     return data or ""
 
-
-def _tail(text: str, limit: int = 3000) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "...\n" + text[-limit:]

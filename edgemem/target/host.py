@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edgemem.codegen.library import MODEL_HEADERS, MODEL_SOURCES, without_sections
 from edgemem.codegen.templates import render
-from edgemem.errors import DeviceError, ToolchainError
+from edgemem.errors import DeviceError, ToolchainError, tail
 
 HOST_COMPILERS = ("gcc", "clang")
 APT_HINT = "apt-get install -y gcc clang"
@@ -69,10 +69,6 @@ def write_host_sources(project: str | Path, dest: str | Path) -> list[Path]:
     return [dest / f for f in (*MODEL_SOURCES, "host_main.c")]
 
 
-def _tail(text: str, limit: int = 6000) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "...\n" + text[-limit:]
-
 
 def build_host(
     project: str | Path,
@@ -97,7 +93,7 @@ def build_host(
     if proc.returncode != 0:
         raise ToolchainError(
             f"compiling {project} for the host failed ({Path(compiler).name} exit {proc.returncode}, flags "
-            f"{' '.join(flags)}):\n{_tail(proc.stderr or proc.stdout)}"
+            f"{' '.join(flags)}):\n{tail(proc.stderr or proc.stdout, 6000)}"
         )
     return exe
 
@@ -120,7 +116,7 @@ def run_host(exe: str | Path, inputs: list[bytes], output_bytes: list[int], *, t
     report = next((m for m in SANITIZER_MARKERS if m in proc.stderr), None)
     if proc.returncode != 0 or report:
         what = f"a sanitizer reported '{report}'" if report else f"it exited with code {proc.returncode}"
-        raise DeviceError(f"the host build {exe} failed: {what}. Its stderr:\n{_tail(proc.stderr)}")
+        raise DeviceError(f"the host build {exe} failed: {what}. Its stderr:\n{tail(proc.stderr, 6000)}")
     outputs = [(workdir / f"output{i}.bin").read_bytes() for i in range(len(output_bytes))]
     for i, (raw, n) in enumerate(zip(outputs, output_bytes)):
         if len(raw) != n:

@@ -1,75 +1,20 @@
-"""Run an edgemem firmware image under qemu-system-arm and parse its `EDGEMEM ...` report."""
+"""Run an edgemem firmware image under qemu-system-arm; its `EDGEMEM ...` report is read by
+target/device_protocol.py."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgemem.board import Board
-from edgemem.errors import DeviceError, ToolchainError
+from edgemem.errors import DeviceError, ToolchainError, tail
+from edgemem.target.device_protocol import DeviceReport, parse_device_output
 
 QEMU = "qemu-system-arm"
 APT_HINT = "apt-get install -y qemu-system-arm"
-
-
-@dataclass
-class DeviceReport:
-    """What the profiling firmware printed (see firmware/main.c for the protocol)."""
-
-    outputs: list[bytes]
-    stats: dict[str, int]
-    exit_code: int
-    raw: str
-    board: str = ""
-    errors: list[str] = field(default_factory=list)  # "EDGEMEM error ..." and "EDGEMEM fault ..." lines
-    finished: bool = False  # saw "EDGEMEM end"
-    steps: list[dict] = field(default_factory=list)  # "EDGEMEM step" lines of profiling builds, in step order
-
-    def _stat(self, key: str) -> int:
-        if key not in self.stats:
-            raise DeviceError(f"the device did not report '{key}'; its output was:\n{_tail(self.raw)}")
-        return self.stats[key]
-
-    @property
-    def peak_stack_bytes(self) -> int:
-        return self._stat("stack_peak_bytes")
-
-    @property
-    def stack_size_bytes(self) -> int:
-        return self._stat("stack_size_bytes")
-
-    @property
-    def arena_high_water_bytes(self) -> int:
-        return self._stat("arena_high_water_bytes")
-
-    @property
-    def pool_high_water_bytes(self) -> dict[str, int]:
-        return {
-            k[len("pool_") : -len("_high_water_bytes")]: v
-            for k, v in self.stats.items()
-            if k.startswith("pool_") and k.endswith("_high_water_bytes")
-        }
-
-    @property
-    def static_ram_bytes(self) -> int:
-        return self._stat("data_bytes") + self._stat("bss_bytes")
-
-    @property
-    def instructions(self) -> int:
-        return self._stat("instructions")
-
-    @property
-    def ticks(self) -> int:
-        return self._stat("ticks")
-
-    @property
-    def run_status(self) -> int:
-        return self._stat("run_status")
 
 
 def qemu_args(board: Board, semihosting: bool = True) -> list[str]:
@@ -87,77 +32,6 @@ def qemu_args(board: Board, semihosting: bool = True) -> list[str]:
 
 def qemu_command(board: Board, elf_path: str | Path) -> list[str]:
     return [QEMU, *qemu_args(board), "-kernel", str(elf_path)]
-
-
-def _tail(text: str, limit: int = 4000) -> str:
-    """The end of a transcript, with long output hex lines abbreviated."""
-    lines = []
-    for line in text.strip().splitlines():
-        m = re.match(r"^(EDGEMEM output \d+ )([0-9a-f]+)$", line.strip())
-        if m and len(m.group(2)) > 96:
-            line = f"{m.group(1)}{m.group(2)[:64]}... ({len(m.group(2)) // 2} bytes)"
-        lines.append(line)
-    text = "\n".join(lines)
-    return text if len(text) <= limit else "...\n" + text[-limit:]
-
-
-def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceReport:
-    """Parse the EDGEMEM lines of a device/QEMU transcript (lines may be mixed with other output)."""
-    outputs: dict[int, bytes] = {}
-    stats: dict[str, int] = {}
-    errors: list[str] = []
-    finished = False
-    steps: dict[int, dict] = {}
-    for raw_line in text.splitlines():
-        idx = raw_line.find("EDGEMEM ")
-        if idx < 0:
-            continue
-        line = raw_line[idx:].strip()
-        parts = line.split(" ")
-        kind = parts[1] if len(parts) > 1 else ""
-        if kind == "begin":
-            for p in parts[2:]:
-                if p.startswith("board="):
-                    board = board or p[len("board=") :]
-        elif kind == "output" and len(parts) >= 3:
-            hexdata = parts[3] if len(parts) > 3 else ""
-            try:
-                outputs[int(parts[2])] = bytes.fromhex(hexdata)
-            except ValueError:
-                errors.append(f"malformed output line: {line[:200]}")
-        elif kind == "stat" and len(parts) >= 3 and "=" in parts[2]:
-            key, _, value = parts[2].partition("=")
-            try:
-                stats[key] = int(value)
-            except ValueError:
-                errors.append(f"malformed stat line: {line[:200]}")
-        elif kind == "step":
-            step = _parse_step(line)
-            if step is None:
-                errors.append(f"malformed step line: {line[:200]}")
-            else:
-                steps[step["step"]] = step
-        elif kind in ("error", "fault"):
-            errors.append(line)
-        elif kind == "end":
-            finished = True
-    ordered = [outputs[i] for i in sorted(outputs)]
-    if sorted(outputs) != list(range(len(outputs))):
-        errors.append(f"output indices are not 0..n-1: {sorted(outputs)}")
-    if sorted(steps) != list(range(len(steps))):
-        errors.append(f"step indices are not 0..n-1: {sorted(steps)}")
-    return DeviceReport(ordered, stats, exit_code, text, board, errors, finished, [steps[i] for i in sorted(steps)])
-
-
-_STEP_LINE = re.compile(r"^EDGEMEM step (\d+) ticks=(\d+) stack=(\d+) hw=(\d+(?:,\d+)*)$")
-
-
-def _parse_step(line: str) -> dict | None:
-    m = _STEP_LINE.match(line)
-    if m is None:
-        return None
-    return {"step": int(m.group(1)), "ticks": int(m.group(2)), "stack_bytes": int(m.group(3)),
-            "high_water_bytes": [int(v) for v in m.group(4).split(",")]}  # fmt: skip
 
 
 def _device_error(message: str, report: DeviceReport | None) -> DeviceError:
@@ -201,7 +75,7 @@ def run_firmware(
             out = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             raise _device_error(
                 f"QEMU ({board.qemu.machine}, board {board.name}) did not finish within {timeout_s:g} s "
-                f"(hung or locked up); command: {' '.join(cmd)}\ndevice output:\n{_tail(out)}",
+                f"(hung or locked up); command: {' '.join(cmd)}\ndevice output:\n{tail(out)}",
                 parse_device_output(out, -1, board.name),
             ) from e
     text = proc.stdout.decode("utf-8", "replace")
@@ -218,7 +92,7 @@ def run_firmware(
     if problems:
         raise _device_error(
             f"firmware run on {board.name} (QEMU {board.qemu.machine}) failed: {'; '.join(problems)}\n"
-            f"command: {' '.join(cmd)}\ndevice output:\n{_tail(text)}",
+            f"command: {' '.join(cmd)}\ndevice output:\n{tail(text)}",
             report,
         )
     return report
@@ -272,7 +146,7 @@ class QemuSerial:
                 if self.proc is not None and self.proc.poll() is not None:
                     out = self.proc.stdout.read().decode("utf-8", "replace") if self.proc.stdout else ""
                     raise DeviceError(f"QEMU exited ({self.proc.returncode}) before its serial port opened; "
-                                      f"command: {' '.join(self.cmd)}\n{_tail(out)}") from e  # fmt: skip
+                                      f"command: {' '.join(self.cmd)}\n{tail(out)}") from e  # fmt: skip
                 if time.monotonic() > deadline:
                     raise DeviceError(f"QEMU's serial socket {self.url} did not open within {wait_s:g} s; "
                                       f"command: {' '.join(self.cmd)}") from e  # fmt: skip

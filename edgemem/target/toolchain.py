@@ -1,4 +1,5 @@
-"""Firmware project generation and build: linker script + Makefile from the board, arm-none-eabi-gcc via make."""
+"""Firmware project generation and build: linker script + Makefile + runtime from an Image (target/image.py),
+arm-none-eabi-gcc via make."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 
 from edgemem.board import Board
 from edgemem.codegen.templates import environment as _env
-from edgemem.errors import ToolchainError
+from edgemem.errors import ToolchainError, tail
+from edgemem.target.image import Image, qemu_image
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRMWARE_DIR = ROOT / "firmware"
+DRIVERS_DIR = FIRMWARE_DIR / "drivers"  # one file per UART, timer and host link; an image names its own
 
 APT_HINT = "apt-get install -y gcc-arm-none-eabi libnewlib-arm-none-eabi"
 _CFLAGS_STAMP = ".edgemem_build_flags"
@@ -43,31 +46,24 @@ class FirmwareSizes:
         return self.stack_bytes + self.data_bytes + self.bss_bytes + self.arena_bytes
 
 
-def _linker_context(board: Board, stack_size: int, split_regions: bool, device: bool = False) -> dict:
-    regions = board.device_link_regions() if device else board.link_regions(merge=not split_regions)
-    default_lr = next(r for r in regions if r.default)
+def _linker_context(image: Image, stack_size: int) -> dict:
+    board = image.board
+    default_lr = image.default_region
     default_member = board.default_ram
     extra = []
     for m in board.ram:
         if m is default_member:
             continue
-        lr = next((r for r in regions if m in r.members), None)
-        extra.append(
-            {
-                "member": m.name,
-                "region": (lr or default_lr).name,
-                "limit": m.size,
-                "modelled": lr is not None,
-            }
-        )
+        lr = next((r for r in image.regions if m in r.members), None)
+        extra.append({"member": m.name, "region": (lr or default_lr).name, "limit": m.size, "modelled": lr is not None})
     return {
         "board": board,
-        "device": device,
-        "flash_origin": board.flash.base if device else board.qemu.flash_base,
+        "device": image.device,
+        "flash_origin": image.flash_origin,
         "flash_length": board.flash.size,
         "regions": [
             {"name": r.name, "origin": r.origin, "length": r.length, "members": [m.name for m in r.members]}
-            for r in regions
+            for r in image.regions
         ],
         "default_region": {"name": default_lr.name, "member": default_member.name, "length": default_lr.length},
         "extra_arenas": extra,
@@ -75,79 +71,69 @@ def _linker_context(board: Board, stack_size: int, split_regions: bool, device: 
     }
 
 
-PROFILE_DEFINES = {"EDGEMEM_PROFILE": "1", "EM_CONSOLE_UART": "1", "EM_INPUTS_EMBEDDED": "1"}  # per-step reports over the UART, inputs in flash
+def render_image(image: Image, project_dir: str | Path, *, stack_size: int | None = None,
+                 sources: dict[str, str] | None = None) -> list[Path]:
+    """Write one image's firmware project into ``project_dir / image.subdir``: linker.ld, the Makefile, the
+    runtime C with the image's platform drivers, board_init.c for a board image, and `sources` (the model's
+    C; the caller writes it when None). Returns the paths written."""
+    # a local import: qemu.py does not need this module
+    from edgemem.target.qemu import qemu_args
+
+    board = image.board
+    directory = Path(project_dir) / image.subdir
+    directory.mkdir(parents=True, exist_ok=True)
+    stack = board.stack_size if stack_size is None else int(stack_size)
+    if stack <= 0 or stack % 8:
+        raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
+    env = _env()
+    files = {
+        "linker.ld": env.get_template("linker.ld.j2").render(**_linker_context(image, stack)),
+        "Makefile": env.get_template("Makefile.j2").render(
+            board=board, cpu_flags=board.core.gcc_flags, defines=image.defines, device=image.device,
+            link_at=image.flash_origin, qemu_args=[] if image.device else qemu_args(board)),
+        **({"board_init.c": env.get_template("board_init.c.j2").render(board=board)} if image.device else {}),
+        **(sources or {}),
+    }  # fmt: skip
+    written = []
+    for name, text in files.items():
+        (directory / name).write_text(text)
+        written.append(directory / name)
+    return written + _copy_runtime(directory, image)
 
 
-def profile_defines(board: Board) -> dict[str, str]:
-    """Extra -D macros of a profiling build: per-step reports over the board's UART, inputs in flash."""
-    if board.qemu.uart is None:
-        raise ToolchainError(
-            f"board {board.name} has no [qemu.uart] in its board file, so a profiling build has no serial port to "
-            "report over; add the UART of its serial port 0 (kind and base address) to the board file."
-        )
-    return dict(PROFILE_DEFINES)
+def render_linker_script(image: Image, project_dir: str | Path, *, stack_size: int | None = None) -> Path:
+    """linker.ld of one image again, with ``stack_size`` bytes of stack (default the board's): written by
+    ``--stack auto`` once the call graph has bounded the stack (make then only relinks)."""
+    board = image.board
+    stack = board.stack_size if stack_size is None else int(stack_size)
+    if stack <= 0 or stack % 8:
+        raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
+    path = Path(project_dir) / image.subdir / "linker.ld"
+    path.write_text(_env().get_template("linker.ld.j2").render(**_linker_context(image, stack)))
+    return path
 
 
 def render_firmware_files(
     board: Board, project_dir: str | Path, *, stack_size: int | None = None, split_regions: bool = False,
     profile: bool = False,
 ) -> list[Path]:
-    """Write linker.ld and Makefile for `board` into project_dir and copy the runtime C (firmware/*.c, *.h).
+    """The QEMU stand-in's project in project_dir: render_image of its qemu_image. The model (model.h /
+    model.c) is written by the caller. Returns the paths written."""
+    image = qemu_image(board, split_regions=split_regions, profile=profile)
+    return render_image(image, project_dir, stack_size=stack_size)
 
-    The model (model.h / model.c) is written by the caller. Returns the paths written."""
-    from edgemem.target.qemu import qemu_args  # local import: qemu.py does not need this module
 
-    project = Path(project_dir)
-    project.mkdir(parents=True, exist_ok=True)
-    stack = board.stack_size if stack_size is None else int(stack_size)
-    if stack <= 0 or stack % 8:
-        raise ToolchainError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
-    env = _env()
+def _copy_runtime(directory: Path, image: Image) -> list[Path]:
+    """The hand-written runtime (firmware/*.c, *.h) and the image's platform drivers (firmware/drivers/: one
+    host link, one timer, one UART; the Makefile compiles every .c of the directory) copied into a project."""
+    sources = [p for p in sorted(FIRMWARE_DIR.iterdir()) if p.suffix in (".c", ".h")]
+    sources += [DRIVERS_DIR / name for name in image.drivers]
     written = []
-    linker = env.get_template("linker.ld.j2").render(**_linker_context(board, stack, split_regions))
-    (project / "linker.ld").write_text(linker)
-    written.append(project / "linker.ld")
-    makefile = env.get_template("Makefile.j2").render(
-        board=board,
-        cpu_flags=board.core.gcc_flags,
-        defines={**board.c_defines(), **(profile_defines(board) if profile else {})},
-        qemu_args=qemu_args(board),
-        device=False,
-    )
-    (project / "Makefile").write_text(makefile)
-    written.append(project / "Makefile")
-    return written + _copy_runtime(project)
-
-
-DEVICE_DIR = "board"  # the real board's image is built in this subdirectory of the project
-
-
-def render_device_files(board: Board, project_dir: str | Path, sources: dict[str, str], *, stack_size: int | None = None) -> Path:
-    """The project for the real board's image in ``project_dir/board``: the model's sources, the runtime C,
-    board_init.c from the board file's [device] init table, a linker script at the board's own addresses
-    and a Makefile. Returns that directory."""
-    device_dir = Path(project_dir) / DEVICE_DIR
-    device_dir.mkdir(parents=True, exist_ok=True)
-    env = _env()
-    stack = board.stack_size if stack_size is None else int(stack_size)
-    (device_dir / "linker.ld").write_text(env.get_template("linker.ld.j2").render(**_linker_context(board, stack, False, device=True)))
-    (device_dir / "Makefile").write_text(env.get_template("Makefile.j2").render(
-        board=board, cpu_flags=board.core.gcc_flags, defines={**board.device_defines(), **PROFILE_DEFINES}, qemu_args=[],
-        device=True))  # fmt: skip
-    (device_dir / "board_init.c").write_text(env.get_template("board_init.c.j2").render(board=board))
-    for name, text in sources.items():
-        (device_dir / name).write_text(text)
-    _copy_runtime(device_dir)
-    return device_dir
-
-
-def _copy_runtime(directory: Path) -> list[Path]:
-    """The hand-written runtime (firmware/*.c, *.h) copied into a firmware project."""
-    written = []
-    for src in sorted(FIRMWARE_DIR.iterdir()):
-        if src.suffix in (".c", ".h"):
-            shutil.copyfile(src, directory / src.name)
-            written.append(directory / src.name)
+    for src in sources:
+        if not src.is_file():
+            raise ToolchainError(f"board {image.board.name}: no firmware driver {src.name} in {DRIVERS_DIR}")
+        shutil.copyfile(src, directory / src.name)
+        written.append(directory / src.name)
     return written
 
 
@@ -157,10 +143,6 @@ def _require(tool: str) -> str:
         raise ToolchainError(f"{tool} not found on PATH: install the Arm GNU toolchain with `{APT_HINT}`")
     return path
 
-
-def _tail(text: str, limit: int = 6000) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
 def build_firmware(
@@ -196,7 +178,7 @@ def build_firmware(
         stamp.unlink(missing_ok=True)
         raise ToolchainError(
             f"building the firmware in {project} failed (make exit {proc.returncode}"
-            f"{', board ' + board.name if board else ''}):\n{_tail(proc.stderr or proc.stdout)}"
+            f"{', board ' + board.name if board else ''}):\n{tail(proc.stderr or proc.stdout, 6000)}"
         )
     stamp.write_text(flags)
     return firmware_sizes(project / "firmware.elf")

@@ -14,7 +14,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from convert import write_models  # noqa: E402

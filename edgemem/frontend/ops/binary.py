@@ -44,7 +44,7 @@ import tflite
 from tvm import tirx
 
 from ...kernels import binary as K
-from ...kernels.fixed_point import activation_range, clamp_to_int8, multiply_by_quantized_multiplier, quantize_multiplier
+from ...kernels.fixed_point import activation_range, add_rescale, clamp_to_int8, multiply_by_quantized_multiplier, quantize_multiplier
 from .registry import OpContext, lowering
 
 _ACT_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
@@ -131,6 +131,11 @@ def _smaller_than_one(ctx: OpContext, real: float, what: str) -> tuple[int, int]
     return quantize_multiplier(real)
 
 
+def _refuse_multiplier(ctx: OpContext):
+    """add_rescale's `refuse`: the model is refused as _smaller_than_one does."""
+    return lambda what, real: _smaller_than_one(ctx, real, what)
+
+
 def _f32(x) -> np.float32:
     return np.float32(x)
 
@@ -187,10 +192,7 @@ def _add_sub(ctx: OpContext, dtype: str):
     # In double, as add_common.cc: the TFLM source's sub_common.cc now divides in float32, but the TFLM build
     # edgemem is checked against (the tflite_micro package) rounds as double (int8: all 65536 pairs compared;
     # int16: all 65536 values against permuted partners, scales where float32 and double multipliers differ).
-    twice = 2.0 * float(max(_f32(s1), _f32(s2)))
-    m1, sh1 = _smaller_than_one(ctx, float(_f32(s1)) / twice, "first input")
-    m2, sh2 = _smaller_than_one(ctx, float(_f32(s2)) / twice, "second input")
-    mo, sho = _smaller_than_one(ctx, twice / ((1 << left) * float(_f32(so))), "output")
+    m1, sh1, m2, sh2, mo, sho = add_rescale(s1, s2, so, left, refuse=_refuse_multiplier(ctx))
     ops = [_operand(ctx, a), _operand(ctx, b)]
     _check_broadcast(ctx, [ops[0][1], ops[1][1]])
     subtract = ctx.name == "SUB"
@@ -233,10 +235,7 @@ def squared_difference_int8(ctx: OpContext):
     _same_types(ctx, [b, y], "int8")
     (s1, z1), (s2, z2), (so, zo) = _i8(ctx, a, "first input"), _i8(ctx, b, "second input"), _i8(ctx, y, "output")
     left = 7
-    twice = 2.0 * float(max(_f32(s1), _f32(s2)))  # double here
-    m1, sh1 = _smaller_than_one(ctx, float(_f32(s1)) / twice, "first input")
-    m2, sh2 = _smaller_than_one(ctx, float(_f32(s2)) / twice, "second input")
-    mo, sho = quantize_multiplier(twice * twice / float(_f32(1 << (2 * left)) * _f32(so)))
+    m1, sh1, m2, sh2, mo, sho = add_rescale(s1, s2, so, left, squared=True, refuse=_refuse_multiplier(ctx))
     ops = [_operand(ctx, a), _operand(ctx, b)]
     _check_broadcast(ctx, [ops[0][1], ops[1][1]])
 
@@ -254,10 +253,7 @@ def squared_difference_int16(ctx: OpContext):
     a, b, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     _same_types(ctx, [b, y], "int16")
     (s1, _), (s2, _), (so, _) = (_q(ctx, t, what, "int16", zero=True) for t, what in ((a, "first input"), (b, "second input"), (y, "output")))
-    twice = 2.0 * float(max(_f32(s1), _f32(s2)))  # double here
-    m1, sh1 = _smaller_than_one(ctx, float(_f32(s1)) / twice, "first input")
-    m2, sh2 = _smaller_than_one(ctx, float(_f32(s2)) / twice, "second input")
-    mo, sho = quantize_multiplier(twice * twice / float(_f32(1) * _f32(so)))
+    m1, sh1, m2, sh2, mo, sho = add_rescale(s1, s2, so, 0, squared=True, refuse=_refuse_multiplier(ctx))
     ops = [_operand(ctx, a), _operand(ctx, b)]
     _check_broadcast(ctx, [ops[0][1], ops[1][1]])
 
@@ -383,9 +379,7 @@ def add_n_int8(ctx: OpContext):
             ctx.refuse("its inputs differ in shape, scale or zero point; TFLite Micro's ADD_N needs them all equal.")
     so, zo = _i8(ctx, y, "output")
     left = 20
-    twice = 2.0 * float(_f32(s))
-    mi, shi = _smaller_than_one(ctx, float(_f32(s)) / twice, "input")
-    mo, sho = _smaller_than_one(ctx, twice / ((1 << left) * float(_f32(so))), "output")
+    mi, shi, _, _, mo, sho = add_rescale(s, s, so, left, refuse=_refuse_multiplier(ctx))
     ops = [_operand(ctx, t) for t in ctx.inputs]
 
     def fn(*values):

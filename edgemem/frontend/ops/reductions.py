@@ -27,7 +27,7 @@ import tflite
 
 from ...kernels import int8_ops
 from ...kernels import reductions as kr
-from ...kernels.fixed_point import activation_range, mean_multiplier, quantize_multiplier, rescale_multiplier
+from ...kernels.fixed_point import activation_range, add_rescale, mean_multiplier, rescale_multiplier
 from .registry import OpContext, lowering
 
 
@@ -186,9 +186,7 @@ def cumsum(ctx: OpContext):
     else:
         in_scale, in_zp = ctx.scale_zp(x, "input")
         out_scale, out_zp = ctx.scale_zp(y, "output")
-        twice = 2.0 * float(np.float32(in_scale))
-        in_mult, in_shift = quantize_multiplier(float(np.float32(in_scale)) / twice)
-        out_mult, out_shift = quantize_multiplier(twice / ((1 << 20) * float(np.float32(out_scale))))
+        in_mult, in_shift, _, _, out_mult, out_shift = add_rescale(in_scale, in_scale, out_scale, 20)  # TFLM's ADD
         if in_shift > 0 or out_shift > 0:
             ctx.refuse("its rescaling multiplier is not below one (TFLM's QuantizeMultiplierSmallerThanOneExp).")
         prim = kr.cumsum_int8(x_shape, axes[0], exclusive, reverse, in_zp, in_mult, in_shift, out_mult, out_shift, out_zp)

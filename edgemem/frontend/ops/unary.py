@@ -204,7 +204,7 @@ def leaky_relu_int16(ctx: OpContext):
 def prelu_int16(ctx: OpContext):
     """TFLM's int16 PRELU: an int16 input and output with an int8 alpha (TFLM requires it), the int8 form's
     arithmetic (kernels/unary.prelu_kernel) on int16."""
-    x, alpha, y = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    alpha = ctx.inputs[1]
     shape, a_shape = _prelu_shapes(ctx)
     if ctx.dtype(alpha) != "int8":
         ctx.refuse(f"its alpha is {ctx.dtype(alpha)}; TFLite Micro's int16 PRELU takes an int8 alpha.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from .dag import Dag, aligned
+from edgemem.schedule.dag import Dag, aligned
 
 
 class _Builder:

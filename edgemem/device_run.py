@@ -1,0 +1,120 @@
+"""Running a build on the device and judging its outputs against the oracle (`edgemem run`).
+
+    run(out_dir, inputs)      the firmware under QEMU, its measured figures and the comparison
+    reference_outputs(...)    the oracle's outputs for the same inputs (TFLite Micro, else LiteRT)
+    compare(...)              what counts as a match, in one place (run, profile and validate use it)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .board import load_board
+from .build_info import BuildInfo, TensorSpec, load_build_info
+from .budget import board_with_budget
+from .errors import EdgememError
+
+# Only these operators' int8 outputs may differ from TFLM by one LSB (float exp/log inside).
+LSB_TOLERANT = {"SOFTMAX", "LOGISTIC", "TANH"}
+
+
+def reference_outputs(model_path: str, inputs: list) -> tuple[list | None, str | None]:
+    """(outputs, oracle) of the reference for the same inputs: TFLite Micro run in a child process (its Python
+    binding aborts the whole process on some converter outputs, and cannot allocate some models at all: then
+    LiteRT's, see reference.reference_outputs); (None, None) where TFLM is not installed or neither runs it."""
+    from .reference import reference_outputs as run_reference
+
+    try:
+        import tflite_micro  # noqa: F401  (the oracle is optional)
+    except ImportError:
+        return None, None
+    try:
+        return run_reference(model_path, inputs)
+    except RuntimeError:
+        return None, None
+
+
+def device_arrays(raw_outputs: list[bytes], specs: list[TensorSpec]) -> list:
+    """The device's output bytes as arrays of the build's output dtypes and shapes."""
+    import numpy as np
+
+    return [np.frombuffer(raw, dtype=spec.dtype).reshape(spec.shape) for raw, spec in zip(raw_outputs, specs)]
+
+
+def compare(outputs: list, reference: list | None, specs: list[TensorSpec], oracle: str | None = "tflm") -> dict:
+    """bit_exact, max_abs_diff and matches_reference (within the tolerated steps) of the device's outputs;
+    all three None when there is no reference."""
+    import numpy as np
+
+    if reference is None:
+        return {"bit_exact": None, "max_abs_diff": None, "matches_reference": None}
+    diffs, tolerated = [], True
+    for out, ref, spec in zip(outputs, reference, specs):
+        d = int(np.max(np.abs(out.astype(np.int64) - np.asarray(ref).astype(np.int64)))) if out.size else 0
+        if np.issubdtype(out.dtype, np.floating):
+            d = float(np.max(np.abs(out.astype(np.float64) - np.asarray(ref, np.float64))))
+        diffs.append(d)
+        if np.issubdtype(out.dtype, np.floating):  # float sums may round differently: 1e-5 relative
+            allowed = 1e-5 * max(1.0, float(np.max(np.abs(np.asarray(ref, np.float64)), initial=0.0)))
+        else:
+            # LiteRT (where TFLM cannot run the model) rounds some operators a step away from TFLM, e.g. per-channel
+            # FULLY_CONNECTED, and steps compound through layers: two steps, as tests/op_check.py allows
+            allowed = 2 if oracle != "tflm" else 1 if spec.producer in LSB_TOLERANT else 0
+        tolerated &= d <= allowed
+    return {"bit_exact": all(d == 0 for d in diffs), "max_abs_diff": max(diffs, default=0),
+            "matches_reference": bool(tolerated)}  # fmt: skip
+
+
+def checked_input(x, spec: TensorSpec, index: int):
+    """``x`` if it has the input's shape and dtype; a clear error otherwise."""
+    import numpy as np
+
+    if tuple(x.shape) != tuple(spec.shape) or x.dtype != np.dtype(spec.dtype):
+        raise EdgememError(
+            f"input {index} ('{spec.name}') must be {spec.dtype}{spec.shape}, got {x.dtype}{list(x.shape)}. "
+            "Quantize and reshape it to the model's input first."
+        )
+    return x
+
+
+def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeout_s: float = 120.0) -> dict:
+    """Run a built firmware under QEMU; returns the `edgemem run --json` report (device figures and the
+    comparison with TFLite Micro). Without `inputs`, a seeded random input of the model's shape is used."""
+    import numpy as np
+
+    from .target.qemu import run_firmware
+
+    info = load_build_info(out_dir)
+    if info.is_profiling:
+        raise EdgememError(
+            f"'{out_dir}' is a profiling build: its firmware reports over the UART with an input built into it. "
+            f"Use `edgemem profile {out_dir}`, or rebuild without --profile to run it with your own inputs."
+        )
+    board = board_with_budget(load_board(info.board), None, None)
+    if inputs is None:
+        from .reference import seeded_inputs
+
+        inputs = seeded_inputs(info.model, seed)
+    inputs = [checked_input(np.asarray(x), spec, i) for i, (x, spec) in enumerate(zip(inputs, info.inputs))]
+    report = run_firmware(Path(out_dir) / "firmware.elf", board, [x.tobytes() for x in inputs], timeout_s)
+    outputs = device_arrays(report.outputs, info.outputs)
+    result = {
+        "model": info.model, "board": info.board, "arena_bytes": info.arena_bytes,
+        "arena_pools": info.arena_pools, "lower_bound_bytes": info.lower_bound_bytes,
+        "flash_bytes": info.flash_bytes,
+        "peak_stack_bytes": report.peak_stack_bytes,
+        "arena_high_water_bytes": report.arena_high_water_bytes,
+        "pool_high_water_bytes": report.pool_high_water_bytes,
+        "static_ram_bytes": report.static_ram_bytes,
+        "total_ram_bytes": report.static_ram_bytes + report.peak_stack_bytes + report.arena_high_water_bytes,
+        "instructions": report.instructions,
+    }  # fmt: skip
+    result.update(judge(info, inputs, outputs))
+    result["output_arrays"] = outputs  # numpy arrays: not part of the JSON report
+    return result
+
+
+def judge(info: BuildInfo, inputs: list, outputs: list) -> dict:
+    """The oracle's verdict on the device's outputs for these inputs: ``oracle`` and ``compare``'s figures."""
+    reference, oracle = reference_outputs(info.model, inputs)
+    return {"oracle": oracle, **compare(outputs, reference, info.outputs, oracle)}

@@ -1,0 +1,81 @@
+"""The memory-pass stage of the build: which catalogue passes run on the lowered module, and in what order.
+
+    optimize(mod, board, options)   the orchestrator's search, the user's --passes, or the fixed sequence
+    floor_passes(options)           the passes that may run, for the early floor check (budget.check_floor)
+
+Each returns, next to the module, a report of what each pass did (edgemem.json "passes").
+"""
+
+from __future__ import annotations
+
+def floor_passes(options) -> tuple[str, ...]:
+    """The catalogue passes the build may run: the user's ``--passes``, all of them when the orchestrator
+    searches, else edgemem's fixed sequence (the in-place ones only with ``inplace``)."""
+    from .catalogue import catalogue
+    from .orchestrate import DEFAULT_SEQUENCE
+
+    if options.passes is not None:
+        return tuple(options.passes)
+    names = [p.name for p in catalogue()] if options.opt_seconds > 0 else list(DEFAULT_SEQUENCE)
+    return tuple(n for n in names if options.inplace or not n.startswith("inplace"))
+
+
+def inplace_kinds() -> frozenset[str]:
+    """The operator kinds the in-place passes may run in place (from their own floor declarations)."""
+    from ..memory import Overlap
+    from .catalogue import catalogue, floor_capabilities
+
+    caps = floor_capabilities([p.name for p in catalogue() if p.name.startswith("inplace")])
+    return frozenset(k for c in caps if isinstance(c, Overlap) for k in c.kinds)
+
+
+def optimize(mod, board, options, ram_budget: int):
+    """The memory passes on the lowered module: the orchestrator (passes/orchestrate.py) within
+    ``opt_seconds``, stopping once the arena fits ``ram_budget`` with ``opt_margin`` to spare; else the user's
+    ``--passes``; else edgemem's fixed sequence (orchestrate.DEFAULT_SEQUENCE: PAD folding, then in-place
+    depthwise, which folding enables, the residual ADD fused into its convolution over the skip, then in-place
+    element-wise; the in-place ones only with ``inplace``).
+    Returns the module and what each pass did (with the baselines when
+    orchestrated)."""
+    if options.passes is not None:
+        return run_passes(mod, options.passes)
+    if options.opt_seconds > 0:
+        return _orchestrate(mod, board, options, ram_budget)
+    from .orchestrate import DEFAULT_SEQUENCE
+
+    names = tuple(n for n in DEFAULT_SEQUENCE if options.inplace or not n.startswith("inplace"))
+    mod, report = run_passes(mod, names)
+    del report["given"]
+    return mod, report
+
+
+def run_passes(mod, names: tuple[str, ...]):
+    """A pass sequence, each pass by its catalogue name (the user's ``--passes``)."""
+    from ..errors import EdgememError
+    from .catalogue import catalogue
+
+    known = {p.name: p for p in catalogue()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise EdgememError(f"unknown memory pass {', '.join(map(repr, unknown))} in --passes; the passes are: "
+                           f"{', '.join(known)}.")  # fmt: skip
+    report = []
+    for name in names:
+        new = known[name](mod)
+        report.append({"pass": name, "changed": not new.same_as(mod)})
+        mod = new
+    return mod, {"sequence": report, "given": True}
+
+
+def _orchestrate(mod, board, options, ram_budget: int):
+    from .catalogue import catalogue
+    from .orchestrate import DEFAULT_SEQUENCE, measure, orchestrate
+
+    passes = [p for p in catalogue() if options.inplace or not p.name.startswith("inplace")]
+    result = orchestrate(mod, passes, seed=options.opt_seed, time_budget=options.opt_seconds,
+                         target_bytes=ram_budget, margin=options.opt_margin, baselines=("none", "tvm_default", "fixed"),
+                         fixed_sequence=DEFAULT_SEQUENCE,
+                         measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds))  # fmt: skip
+    report = result.report()
+    report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
+    return result.module, {**report, "baselines": result.baselines}
