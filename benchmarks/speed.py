@@ -2,6 +2,7 @@
 CMSIS-NN and with its reference kernels, on the same machine and the same input (../shared/anchors/tflm).
 
     .venv/bin/python benchmarks/speed.py [--board stm32f746] [names...] > benchmarks/speed.md
+    .venv/bin/python benchmarks/speed.py --kinds [names...]   # instructions per kernel kind (profile builds)
 
 For each model: build for the board, run the firmware on the anchor's input (`<model>.input.npy`), check the
 outputs against TFLM (bit-exact), and print instructions, instructions per MAC (CONV_2D, DEPTHWISE_CONV_2D,
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgemem import pipeline  # noqa: E402
+from edgemem.device_run import run as device_run  # noqa: E402
 from edgemem.board import load_board  # noqa: E402
 from edgemem.errors import EdgememError  # noqa: E402
 
@@ -55,12 +57,61 @@ def measure(path: Path, board: str, anchor_dir: Path) -> dict:
         seconds = time.perf_counter() - t0
         npy = anchor_dir / f"{path.stem}.input.npy"
         inputs = [np.load(npy)] if npy.is_file() else None
-        res = pipeline.run(Path(tmp) / "p", inputs=inputs, seed=0)
+        res = device_run(Path(tmp) / "p", inputs=inputs, seed=0)
     macs = {k: 0 for k in MAC_KINDS}
     for op in result.graph.ops:
         if op.kind in macs:
             macs[op.kind] += op.macs
     return {"info": result.info, "run": res, "seconds": seconds, "macs": macs, "anchor_input": inputs is not None}
+
+
+KINDS = ("CONV_2D 1x1", "CONV_2D kxk", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "other")
+
+
+def _kind(op, graph) -> str:
+    if op.kind == "CONV_2D":
+        w = graph.tensors[op.inputs[1]].shape  # OHWI
+        return "CONV_2D 1x1" if len(w) == 4 and w[1] == w[2] == 1 else "CONV_2D kxk"
+    return op.kind if op.kind in KINDS else "other"
+
+
+def breakdown(path: Path, board: str) -> dict[str, list[int]]:
+    """Instructions and MACs per kernel kind: a profile build (`edgemem profile`, per-step instruction counts
+    under QEMU) of the model; kind -> [instructions, MACs]."""
+    from edgemem.profiling import profile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p"
+        result = pipeline.build(path, board, out, pipeline.BuildOptions(profile=True))
+        steps = profile(out)["steps"]
+    ops = {op.name: op for op in result.graph.ops}
+    kinds = {k: [0, 0] for k in KINDS}
+    for step in steps:
+        op = ops[step["op"]]
+        kinds[_kind(op, result.graph)][0] += step["instructions"]
+        kinds[_kind(op, result.graph)][1] += op.macs if op.kind in MAC_KINDS else 0
+    return kinds
+
+
+def print_breakdown(names: list[str], board: str, models: Path) -> None:
+    print("\nPer kernel kind (a profile build of each model: per-operator instructions under QEMU; "
+          "share of the inference, instructions per MAC):\n")
+    print("| model | " + " | ".join(KINDS) + " |")
+    print("|---|" + "---:|" * len(KINDS))
+    for name in names:
+        try:
+            kinds = breakdown(models / f"{name}.tflite", board)
+        except EdgememError as e:
+            print(f"| {name} | failed: {str(e).splitlines()[0][:120]} |")
+            continue
+        total = sum(i for i, _ in kinds.values())
+        cells = []
+        for i, macs in kinds.values():
+            per_mac = f", {i / macs:.2f}/MAC" if macs else ""
+            amount = f"{i / 1e6:.2f} M" if i >= 100_000 else f"{i / 1e3:.1f} K"
+            cells.append(f"{amount} ({100 * i / total:.0f} %{per_mac})" if i else "-")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+        sys.stdout.flush()
 
 
 def _m(v: int | None) -> str:
@@ -73,7 +124,11 @@ def main(argv=None) -> int:
     ap.add_argument("--board", default="stm32f746")
     ap.add_argument("--models", type=Path, default=SHARED / "models")
     ap.add_argument("--anchors", type=Path, default=SHARED / "anchors" / "tflm")
+    ap.add_argument("--kinds", action="store_true", help="only the per-kernel-kind breakdown (profile builds)")
     args = ap.parse_args(argv)
+    if args.kinds:
+        print_breakdown(args.names, args.board, args.models)
+        return 0
     board = load_board(args.board)
     core = ANCHOR_CORES.get(board.core.cpu)
     ref = anchors(args.anchors)

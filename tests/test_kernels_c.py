@@ -699,7 +699,10 @@ def test_fast_kernels_requantize_in_32_bit_registers(tmp_path):
 
 @pytest.mark.parametrize("workspace", [True, False], ids=["plane", "delayed"])
 @pytest.mark.parametrize("case", [((5, 6, 3), 3, (1, 1), (1, 1, 1, 1)), ((7, 5, 4), 3, (2, 2), (0, 0, 1, 1)),
-                                  ((9, 6, 2), 5, (2, 1), (2, 2, 2, 2)), ((6, 6, 5), 3, (1, 1), (0, 0, 0, 0))])
+                                  ((9, 6, 2), 5, (2, 1), (2, 2, 2, 2)), ((6, 6, 5), 3, (1, 1), (0, 0, 0, 0)),
+                                  # 4-channel groups (and one left over) of the delayed form
+                                  ((6, 5, 8), 3, (1, 1), (1, 1, 1, 1)), ((9, 7, 9), 3, (2, 2), (0, 0, 1, 1)),
+                                  ((8, 8, 12), 5, (1, 1), (2, 2, 2, 2)), ((7, 7, 4), 7, (1, 1), (3, 3, 3, 3))])
 def test_folded_inplace_depthwise_matches_numpy(case, workspace, tmp_path):
     """The in-place depthwise with a folded bias (what integerize's kernels become under passes/inplace.py),
     output written over its input."""
@@ -734,3 +737,151 @@ def test_folded_inplace_depthwise_matches_numpy(case, workspace, tmp_path):
     args += [tmp.ctypes.data_as(ctypes.c_void_p)] if workspace else []  # fmt: skip
     assert fn(*args) == 0
     np.testing.assert_array_equal(memory[: ho * wo * c].reshape(1, ho, wo, c), expected)
+
+
+# ----------------------------------------------------------------------------------------------
+# the same fast kernels on the cores whose DSP path they take (inline-asm 2x2 tiles, SXTB16/SMLAD, SMLABB/SMLATT,
+# SSAT): compiled for Cortex-M7 and Cortex-M4, run under QEMU (mps2-an500, mps2-an386), printed over
+# semihosting and compared with the numpy model. Shapes chosen so that every path runs: reductions of 8k, 8k+4
+# and odd lengths (the asm loop, its 4-byte step and the C tail; written out when at most UNROLL_DOT bytes), odd
+# channel and pixel counts, padding, a fused-ReLU lower bound, the in-place depthwise in 4-channel groups written
+# over its input.
+# ----------------------------------------------------------------------------------------------
+
+QEMU_CORES = {
+    "m7": ("mps2-an500", "cortex-m7", ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"]),
+    "m4": ("mps2-an386", "cortex-m4", ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"]),
+}
+CMAKE_APP = Path(__file__).resolve().parent / "cmake_app"  # its startup code and linker script fit both machines
+
+QEMU_MAIN = r"""
+static int32_t semihost(uint32_t op, const void *arg) {
+  register uint32_t r0 __asm__("r0") = op;
+  register const void *r1 __asm__("r1") = arg;
+  __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+  return (int32_t)r0;
+}
+static void print_hex(const char *name, const int8_t *p, uint32_t n) {
+  static const char hex[] = "0123456789abcdef";
+  static char line[8192];
+  uint32_t k = 0;
+  while (*name) line[k++] = *name++;
+  line[k++] = ' ';
+  for (uint32_t i = 0; i < n; ++i) { line[k++] = hex[(uint8_t)p[i] >> 4]; line[k++] = hex[(uint8_t)p[i] & 15u]; }
+  line[k++] = '\n';
+  line[k] = 0;
+  (void)semihost(0x04u, line);
+}
+int main(void) {
+"""
+
+
+def _qemu_cases():
+    """name -> (prim, {param: array}, expected int8 output, in_place)."""
+    from edgemem.kernels import int8_ops
+    from edgemem.kernels.fixed_point import quantize_multiplier
+
+    rng = np.random.default_rng(19)
+    cases = {}
+
+    def conv(name, x_shape, kh, kw, o, stride, pad, relu=False, depthwise=False):
+        n, h, wd, c = x_shape
+        ho = (h + pad[0] + pad[2] - kh) // stride[0] + 1
+        wo = (wd + pad[1] + pad[3] - kw) // stride[1] + 1
+        oc = c if depthwise else o
+        zp = int(rng.integers(-128, 128))
+        out_zp = int(rng.integers(-20, 20))
+        rq = int8_ops.Requant(out_zp, out_zp if relu else -128, 127)
+        x = rng.integers(-128, 128, size=x_shape, dtype=np.int8)
+        w = rng.integers(-127, 128, size=(kh, kw, oc) if depthwise else (kh, kw, c, oc), dtype=np.int8)
+        bias = rng.integers(-40000, 40000, size=oc, dtype=np.int32)
+        mult, shift = _multipliers(rng, oc)
+        acc = _np_conv(x, w, bias, zp, stride, (1, 1), pad, (ho, wo), 1 if depthwise else None)
+        expected = _np_requant(acc, mult, shift, rq.out_zp, rq.act_min, rq.act_max)
+        if depthwise:
+            delay = int8_ops.depthwise_inplace_delay(x_shape, w.shape, stride, (1, 1), pad, (n, ho, wo, oc))
+            prim = int8_ops.depthwise_conv2d_inplace(x_shape, w.shape, zp, stride, (1, 1), pad, (n, ho, wo, oc), rq,
+                                                     delay, folded=True)
+            args = {"x": x, "w": w, "bias": int8_ops.folded_bias(bias, w, zp, 2)}
+        else:
+            prim = int8_ops.conv2d_fast(x_shape, w.shape, zp, stride, (1, 1), pad, (n, ho, wo, oc), rq)
+            args = {"x": x, "w": np.ascontiguousarray(w.transpose(3, 0, 1, 2)), "bias": int8_ops.folded_bias(bias, w, zp, 3)}
+        cases[name] = (prim, {**args, "mult": mult, "shift": shift}, expected, depthwise)
+
+    conv("pw_k13", (1, 5, 7, 13), 1, 1, 7, (1, 1), (0, 0, 0, 0))  # 8 + 4 + 1: asm loop, 4-byte step, C tail
+    conv("pw_k20_relu", (1, 4, 5, 20), 1, 1, 6, (1, 1), (0, 0, 0, 0), relu=True)
+    conv("pw_k77", (1, 3, 4, 77), 1, 1, 6, (1, 1), (0, 0, 0, 0))  # > UNROLL_DOT: the asm loop, then 4 + 1
+    conv("pw_strided", (1, 7, 7, 8), 1, 1, 5, (2, 2), (0, 0, 0, 0))
+    conv("conv3x3_direct", (1, 7, 6, 6), 3, 3, 5, (1, 1), (1, 1, 1, 1))  # kw*c = 18: direct 2x2 tiles, offset dx = c
+    conv("conv3x3_c24", (1, 5, 4, 24), 3, 3, 3, (1, 1), (1, 1, 1, 1))  # rows of 72 bytes: the loop form
+    conv("conv3x3_columns", (1, 8, 7, 3), 3, 3, 4, (2, 2), (0, 0, 1, 1))  # kw*c = 9: two gathered windows
+    conv("dw_inplace_5x5", (1, 8, 7, 12), 5, 5, 0, (1, 1), (2, 2, 2, 2), depthwise=True)
+    conv("dw_inplace_3x3_s2", (1, 9, 8, 9), 3, 3, 0, (2, 2), (0, 0, 1, 1), depthwise=True, relu=True)
+
+    x_shape, w_shape, dw_shape = (1, 6, 5, 9), (3, 3, 9), (1, 6, 5, 9)
+    zp = int(rng.integers(-128, 128))
+    rq = int8_ops.Requant(3, -128, 127)
+    x = rng.integers(-128, 128, size=x_shape, dtype=np.int8)
+    w = rng.integers(-127, 128, size=w_shape, dtype=np.int8)
+    bias = rng.integers(-40000, 40000, size=9, dtype=np.int32)
+    mult, shift = _multipliers(rng, 9)
+    expected = _np_requant(_np_conv(x, w, bias, zp, (1, 1), (1, 1), (1, 1, 1, 1), (6, 5), 1), mult, shift, 3, -128, 127)
+    prim = int8_ops.depthwise_conv2d_fast(x_shape, w_shape, zp, (1, 1), (1, 1), (1, 1, 1, 1), dw_shape, rq)
+    cases["dw_fast_3x3"] = (prim, {"x": x, "w": w, "bias": int8_ops.folded_bias(bias, w, zp, 2), "mult": mult,
+                                   "shift": shift}, expected, False)
+
+    k, o = 37, 10
+    x = rng.integers(-128, 128, size=(1, k), dtype=np.int8)
+    w = rng.integers(-127, 128, size=(o, k), dtype=np.int8)
+    bias = rng.integers(-40000, 40000, size=o, dtype=np.int32)
+    m, s = quantize_multiplier(0.003)
+    acc = (x.astype(np.int64) - zp) @ w.astype(np.int64).T + bias
+    expected = _np_requant(acc, np.array([m], np.int32), np.array([s], np.int32), -7, -128, 127)
+    prim = int8_ops.fully_connected_fast((1, k), w.shape, m, s, int8_ops.Requant(-7, -128, 127))
+    cases["fc_k37"] = (prim, {"x": x, "w": w, "bias": int8_ops.folded_bias(bias, w, zp, 0)}, expected, False)
+    return cases
+
+
+@pytest.mark.parametrize("core", sorted(QEMU_CORES))
+def test_fast_kernels_on_the_dsp_cores_under_qemu(core, tmp_path):
+    if ARM_CC is None or shutil.which("qemu-system-arm") is None:
+        pytest.skip("needs arm-none-eabi-gcc and qemu-system-arm")
+    machine, cpu, flags = QEMU_CORES[core]
+    cases = _qemu_cases()
+    ck = prim_funcs_to_c({name: prim for name, (prim, _, _, _) in cases.items()}, scratch="error")
+    assert "em_ssat8(" in ck.source and "em_mac4_s8(" in ck.source and "em_dot1x4_" in ck.source
+    assert re.search(r"em_dot2x2_\d+_\d+_s8\(", ck.source) and re.search(r"em_dot2x2_\d+_\d+_n\d+_s8\(", ck.source)
+    data, calls = [], []
+    for name, (_, args, expected, in_place) in cases.items():
+        arrays = {f"{name}_{k}": v for k, v in args.items()}
+        out = f"{name}_out"
+        size = max(expected.size, args["x"].size) if in_place else expected.size
+        for k, v in arrays.items():
+            cty = {np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t"}[v.dtype]
+            vals = ", ".join(str(int(e)) for e in v.reshape(-1))
+            writable = in_place and k.endswith("_x")  # the in-place depthwise writes over its input
+            data.append(f"static {'' if writable else 'const '}{cty} {k}[{v.size}] = {{{vals}}};")
+        if in_place:
+            calls.append(f"  if ({name}({', '.join(arrays)}, {name}_x) != 0) return 2;")
+            calls.append(f"  print_hex(\"{name}\", {name}_x, {expected.size});")
+        else:
+            data.append(f"static int8_t {out}[{size}];")
+            calls.append(f"  if ({name}({', '.join(arrays)}, {out}) != 0) return 2;")
+            calls.append(f"  print_hex(\"{name}\", {out}, {expected.size});")
+    calls.append("  (void)semihost(0x18u, (const void *)0x20026u);\n  return 0;\n}")
+    src = tmp_path / "k.c"
+    src.write_text(ck.source + "\n" + "\n".join(data) + "\n" + QEMU_MAIN + "\n".join(calls) + "\n")
+    elf = tmp_path / "k.elf"
+    r = subprocess.run([ARM_CC, *flags, *WFLAGS, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
+                        "-Wl,--gc-sections", "-Wl,--no-warn-rwx-segments", f"-T{CMAKE_APP / 'app.ld'}",
+                        str(src), str(CMAKE_APP / "startup.c"), "-o", str(elf)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = subprocess.run(["qemu-system-arm", "-M", machine, "-cpu", cpu, "-nographic", "-monitor", "none",
+                          "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                         capture_output=True, text=True, timeout=120)
+    text = run.stdout + run.stderr  # the semihosting console goes to either, by QEMU version
+    assert run.returncode == 0, text[-2000:]
+    got = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+    for name, (_, _, expected, _) in cases.items():
+        out = np.frombuffer(bytes.fromhex(got[name].strip()), dtype=np.int8)
+        np.testing.assert_array_equal(out.reshape(expected.shape), expected, err_msg=f"{name} on {core}")

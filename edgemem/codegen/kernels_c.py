@@ -690,13 +690,18 @@ def _uses_math(text: str) -> bool:
 # extension (``__ARM_FEATURE_DSP``: Cortex-M4/M7/M33): int8 loaded a word at a time, both operands widened
 # with SXTB16 and SXTB16 ROR #8 (same lane order on both sides) and summed with SMLAD, or SMLABB/SMLATT
 # for the 4-lane form; elsewhere (Cortex-M0/M3, the host) plain C. Sums wrap in int32 either way, so the
-# results are identical.
+# results are identical. A 2x2 tile whose second pixel and second weight row lie at constant distances (all
+# of them in the int8 kernels) and FC's four rows a constant stride apart get their own helpers with the
+# distances as LDR immediates in an inline-asm loop (em_dot2x2_<dx>_<dw>[_n<n>]_s8, em_dot1x4_<dw>_s8); the
+# final int8 clamp of these kernels becomes one SSAT (em_ssat8).
 
 _DOT_SHAPES = {(1, 1), (1, 2), (2, 1), (2, 2), (1, 4)}
 
 _MK_COMMON = r"""
 #if defined(__ARM_FEATURE_DSP)
-static inline uint32_t em_ld4(const int8_t* p) { uint32_t v; __builtin_memcpy(&v, p, 4); return v; }
+/* a volatile load: the compiler keeps the loads where they are instead of hoisting a whole 3x3 window of words
+   into registers and spilling them (the "m" operand tells it which bytes are read) */
+static inline uint32_t em_ld4(const int8_t* p) { uint32_t v; __asm__ volatile("ldr %0, %1" : "=r"(v) : "m"(*(const uint32_t*)(const void*)p)); return v; }
 static inline uint32_t em_sxtb16(uint32_t v) { uint32_t r; __asm__("sxtb16 %0, %1" : "=r"(r) : "r"(v)); return r; }
 static inline uint32_t em_sxtb16_ror8(uint32_t v) { uint32_t r; __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v)); return r; }
 static inline int32_t em_smlad(uint32_t a, uint32_t b, int32_t c) { int32_t r; __asm__("smlad %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c)); return r; }
@@ -729,6 +734,152 @@ def _dot_c(nx: int, nw: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A 2x2 tile whose second pixel and second weight row lie at constant distances from the first (every 2x2
+# tile the int8 kernels make): the offsets go into the helper's name and its loads as immediates, so the loop
+# needs 13 registers (4 sums, 6 operands, 2 pointers, a count) and the compiler spills nothing. Eight bytes of K
+# per pass: 8 loads, 16 SXTB16 and 16 SMLAD for 32 MACs, plus 2 for the loop.
+_STEP4 = [  # x0 and x1 (4 bytes each) against w1 then w0; the loads of the second ones come before the post-increments
+    "ldr %[t1], [%[xp], #{dx}]", "ldr %[t0], [%[xp]], #4",
+    "sxtb16 %[t2], %[t0]", "sxtb16 %[t0], %[t0], ror #8", "sxtb16 %[t3], %[t1]", "sxtb16 %[t1], %[t1], ror #8",
+    "ldr %[t4], [%[wp], #{dw}]", "sxtb16 %[t5], %[t4]", "sxtb16 %[t4], %[t4], ror #8",
+    "smlad %[a01], %[t2], %[t5], %[a01]", "smlad %[a01], %[t0], %[t4], %[a01]",
+    "smlad %[a11], %[t3], %[t5], %[a11]", "smlad %[a11], %[t1], %[t4], %[a11]",
+    "ldr %[t4], [%[wp]], #4", "sxtb16 %[t5], %[t4]", "sxtb16 %[t4], %[t4], ror #8",
+    "smlad %[a00], %[t2], %[t5], %[a00]", "smlad %[a00], %[t0], %[t4], %[a00]",
+    "smlad %[a10], %[t3], %[t5], %[a10]", "smlad %[a10], %[t1], %[t4], %[a10]",
+]
+_ASM_OPERANDS = (
+    '[a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [xp] "+r"(xp), [wp] "+r"(wp), '
+    '[t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4), [t5] "=&r"(t5)'
+)
+MAX_LDR_OFFSET = 4095  # a Thumb-2 LDR's largest positive immediate offset
+
+
+UNROLL_DOT = 64  # a 2x2 tile's reduction of at most this many bytes (known at build time) runs without a loop
+
+
+def dot2x2_name(dx: int, dw: int, n: int | None = None) -> str:
+    return f"em_dot2x2_{dx}_{dw}_s8" if n is None else f"em_dot2x2_{dx}_{dw}_n{n}_s8"
+
+
+def _asm_block(instructions: list[str], operands: str) -> str:
+    lines = "\n".join(f'      "{ins}\\n\\t"' for ins in instructions)
+    return f"""    __asm__ volatile(
+{lines}
+      : {operands}
+      :
+      : "cc", "memory");
+"""
+
+
+def _dot2x2_fixed_c(dx: int, dw: int, n: int | None = None) -> str:
+    """C of em_dot2x2_<dx>_<dw>[_n<n>]_s8(x, w, n, acc): acc[2i + j] += sum_k x[i*dx + k] * w[j*dw + k] for k < n.
+    With n fixed (at most UNROLL_DOT): the 4-byte steps written out, no loop counter."""
+    step = [ins.replace("{dx}", str(dx)).replace("{dw}", str(dw)) for ins in _STEP4]
+    regs = "    const int8_t* xp = x;\n    const int8_t* wp = w;\n    uint32_t t0, t1, t2, t3, t4, t5;\n"
+    if n is not None:
+        dsp = (f"  {{\n{regs}" + _asm_block(step * (n // 4), _ASM_OPERANDS) + f"    k = {n // 4 * 4};\n  }}\n"
+               if n >= 4 else "")
+        head = "  (void)n;\n"
+        n_c = str(n)
+    else:
+        loop = _asm_block(["1:", *step, *step, "subs %[cnt], %[cnt], #1", "bne 1b"], _ASM_OPERANDS + ', [cnt] "+r"(cnt)')
+        dsp = (f"  if (n >= 8) {{\n{regs}    int32_t cnt = n >> 3;\n{loop}    k = n & ~7;\n  }}\n"
+               f"  if (n - k >= 4) {{\n{regs.replace('= x;', '= x + k;').replace('= w;', '= w + k;')}"
+               + _asm_block(step, _ASM_OPERANDS) + "    k += 4;\n  }\n")
+        head, n_c = "", "n"
+    return f"""static inline int32_t {dot2x2_name(dx, dw, n)}(const int8_t* x, const int8_t* w, int32_t n, int32_t* acc) {{
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+  int32_t k = 0;
+{head}#if defined(__ARM_FEATURE_DSP)
+{dsp}#endif
+  for (; k < {n_c}; ++k) {{
+    int32_t x0 = x[k], x1 = x[{dx} + k], w0 = w[k], w1 = w[{dw} + k];
+    a00 += x0 * w0; a01 += x0 * w1; a10 += x1 * w0; a11 += x1 * w1;
+  }}
+  acc[0] = a00; acc[1] = a01; acc[2] = a10; acc[3] = a11;
+  return 0;
+}}
+"""
+
+
+# FULLY_CONNECTED's four rows per pass (rows dw bytes apart): x widened once per 4 bytes, each row loaded at an
+# immediate offset from the first; 11 registers.
+_STEP1X4 = ["ldr %[t0], [%[xp]], #4", "sxtb16 %[t1], %[t0]", "sxtb16 %[t0], %[t0], ror #8"] + [
+    ins for j in (1, 2, 3, 0) for ins in (
+        f"ldr %[t2], [%[wp], #{{d{j}}}]" if j else "ldr %[t2], [%[wp]], #4",
+        "sxtb16 %[t3], %[t2]", "sxtb16 %[t2], %[t2], ror #8",
+        f"smlad %[a{j}], %[t1], %[t3], %[a{j}]", f"smlad %[a{j}], %[t0], %[t2], %[a{j}]")]
+_ASM1X4_OPERANDS = ('[a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xp] "+r"(xp), [wp] "+r"(wp), '
+                    '[t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3)')
+
+
+def dot1x4_name(dw: int) -> str:
+    return f"em_dot1x4_{dw}_s8"
+
+
+def _dot1x4_fixed_c(dw: int) -> str:
+    """C of em_dot1x4_<dw>_s8(x, w, n, acc): acc[j] += sum_k x[k] * w[j*dw + k] for j < 4, k < n."""
+    step = [ins.replace("{d1}", str(dw)).replace("{d2}", str(2 * dw)).replace("{d3}", str(3 * dw)) for ins in _STEP1X4]
+    regs = "    const int8_t* xp = x;\n    const int8_t* wp = w;\n    uint32_t t0, t1, t2, t3;\n"
+    loop = _asm_block(["1:", *step, *step, "subs %[cnt], %[cnt], #1", "bne 1b"], _ASM1X4_OPERANDS + ', [cnt] "+r"(cnt)')
+    rest = regs.replace("= x;", "= x + k;").replace("= w;", "= w + k;")
+    return f"""static inline int32_t {dot1x4_name(dw)}(const int8_t* x, const int8_t* w, int32_t n, int32_t* acc) {{
+  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+  int32_t k = 0;
+#if defined(__ARM_FEATURE_DSP)
+  if (n >= 8) {{
+{regs}    int32_t cnt = n >> 3;
+{loop}    k = n & ~7;
+  }}
+  if (n - k >= 4) {{
+{rest}{_asm_block(step, _ASM1X4_OPERANDS)}    k += 4;
+  }}
+#endif
+  for (; k < n; ++k) {{
+    int32_t xk = x[k];
+    a0 += xk * w[k]; a1 += xk * w[{dw} + k]; a2 += xk * w[{2 * dw} + k]; a3 += xk * w[{3 * dw} + k];
+  }}
+  acc[0] = a0; acc[1] = a1; acc[2] = a2; acc[3] = a3;
+  return 0;
+}}
+"""
+
+
+_SSAT8_C = r"""static inline int32_t em_ssat8(int32_t v) {
+#if defined(__ARM_FEATURE_SAT)
+  int32_t r;
+  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
+  return r;
+#else
+  return v < -128 ? -128 : (v > 127 ? 127 : v);
+#endif
+}
+"""
+
+
+def _saturating_store(store):
+    """``out[i] = int8(min(max(v, lo), hi))`` (the int8 kernels' last step) -> ``int8(em_ssat8(v))`` plus only the
+    bounds tighter than int8's (a fused ReLU's lower bound): one SSAT instead of two compare-and-selects and a
+    sign extension."""
+    v = store.value
+    if not (isinstance(v, tirx.Cast) and str(v.ty) == "int8"):
+        return None
+    inner, lo, hi = v.value, -128, 127
+    if isinstance(inner, tirx.Min) and isinstance(inner.b, tirx.IntImm):
+        inner, hi = inner.a, int(inner.b)
+    if isinstance(inner, tirx.Max) and isinstance(inner.b, tirx.IntImm):
+        inner, lo = inner.a, int(inner.b)
+    if inner is v.value or str(inner.ty) != "int32" or not (-128 <= lo <= hi <= 127):
+        return None
+    sat = tirx.call_extern("int32", "em_ssat8", inner)
+    if lo > -128:
+        sat = tirx.Max(sat, tirx.IntImm("int32", lo))
+    if hi < 127:
+        sat = tirx.Min(sat, tirx.IntImm("int32", hi))
+    return tirx.BufferStore(store.buffer, tirx.Cast("int8", sat), store.indices)
+
+
 _MAC4_C = r"""static inline int32_t em_mac4_s8(const int8_t* x, const int8_t* w, int32_t* acc) {
 #if defined(__ARM_FEATURE_DSP)
   uint32_t xv = em_ld4(x), wv = em_ld4(w);
@@ -737,8 +888,10 @@ _MAC4_C = r"""static inline int32_t em_mac4_s8(const int8_t* x, const int8_t* w,
   acc[1] = em_smlabb(xo, wo, acc[1]);
   acc[2] = em_smlatt(xe, we, acc[2]);
   acc[3] = em_smlatt(xo, wo, acc[3]);
-#else
-  for (int32_t i = 0; i < 4; ++i) acc[i] += (int32_t)x[i] * (int32_t)w[i];
+#else  /* written out: GCC -O2 keeps a 4-iteration loop, with the sums going through memory on every call */
+  int32_t a0 = acc[0] + (int32_t)x[0] * (int32_t)w[0], a1 = acc[1] + (int32_t)x[1] * (int32_t)w[1];
+  int32_t a2 = acc[2] + (int32_t)x[2] * (int32_t)w[2], a3 = acc[3] + (int32_t)x[3] * (int32_t)w[3];
+  acc[0] = a0; acc[1] = a1; acc[2] = a2; acc[3] = a3;
 #endif
   return 0;
 }
@@ -823,6 +976,21 @@ def _dot_call(loop, used: set):
     a0 = cells[(0, 0)]
     if not all(ana.can_prove_equal(cells[(i, j)], a0 + i * nw + j) for i in range(nx) for j in range(nw)):
         return None
+    if (nx, nw) == (2, 2) and xs[0][0].same_as(xs[1][0]) and ws[0][0].same_as(ws[1][0]):
+        dx, dw = (ana.simplify(lst[1][1] - lst[0][1]) for lst in (xs, ws))
+        if all(isinstance(d, tirx.IntImm) and 0 < int(d) <= MAX_LDR_OFFSET for d in (dx, dw)):
+            n = int(loop.extent) if isinstance(loop.extent, tirx.IntImm) and int(loop.extent) <= UNROLL_DOT else None
+            used.add(("dot2x2", int(dx), int(dw), n))
+            args = [_at(*xs[0]), _at(*ws[0]), loop.extent, _at(acc, a0)]
+            return tirx.Evaluate(tirx.call_extern("int32", dot2x2_name(int(dx), int(dw), n), *args))
+    if (nx, nw) == (1, 4) and all(b.same_as(ws[0][0]) for b, _ in ws):
+        steps = [ana.simplify(ws[j][1] - ws[0][1]) for j in range(4)]
+        dw = steps[1]
+        if isinstance(dw, tirx.IntImm) and 0 < 3 * int(dw) <= MAX_LDR_OFFSET and all(
+                ana.can_prove_equal(steps[j], j * int(dw)) for j in range(4)):
+            used.add(("dot1x4", int(dw)))
+            args = [_at(*xs[0]), _at(*ws[0]), loop.extent, _at(acc, a0)]
+            return tirx.Evaluate(tirx.call_extern("int32", dot1x4_name(int(dw)), *args))
     used.add(("dot", nx, nw))
     args = [_at(b, i) for b, i in xs] + [_at(b, i) for b, i in ws] + [loop.extent, _at(acc, a0)]
     return tirx.Evaluate(tirx.call_extern("int32", f"em_dot_{nx}x{nw}_s8", *args))
@@ -873,13 +1041,36 @@ def _use_microkernels(func: tirx.PrimFunc, used: set) -> tirx.PrimFunc:
             new = _mac4_call(loop, used)
         return new if new is not None else loop
 
-    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, on_for)))
+    body = tvm_ffi.structural_map(func.body, (tirx.For, on_for))
+
+    def on_store(store):
+        new = _saturating_store(store)
+        if new is None:
+            return store
+        used.add(("ssat8",))
+        return new
+
+    return func.with_body(tvm_ffi.structural_map(body, (tirx.BufferStore, on_store)))
 
 
 def _microkernel_source(used: set, text: str) -> str:
     """The helpers the kernels' C really calls (a kernel rewritten to use one may be dropped later, and clang
     warns of an unused static inline function)."""
-    called = [key for key in sorted(used) if ("em_mac4_s8(" if key[0] == "mac4" else f"em_dot_{key[1]}x{key[2]}_s8(") in text]
+    def name(key):
+        if key[0] in ("mac4", "ssat8"):
+            return {"mac4": "em_mac4_s8", "ssat8": "em_ssat8"}[key[0]]
+        if key[0] == "dot1x4":
+            return dot1x4_name(key[1])
+        return dot2x2_name(*key[1:]) if key[0] == "dot2x2" else f"em_dot_{key[1]}x{key[2]}_s8"
+
+    def source(key):
+        if key[0] in ("mac4", "ssat8"):
+            return {"mac4": _MAC4_C, "ssat8": _SSAT8_C}[key[0]]
+        if key[0] == "dot1x4":
+            return _dot1x4_fixed_c(key[1])
+        return _dot2x2_fixed_c(*key[1:]) if key[0] == "dot2x2" else _dot_c(key[1], key[2])
+
+    called = [key for key in sorted(used, key=str) if name(key) + "(" in text]
     if not called:
         return ""
-    return "".join([_MK_COMMON] + [_MAC4_C if key[0] == "mac4" else _dot_c(key[1], key[2]) for key in called])
+    return "".join([_MK_COMMON] + [source(key) for key in called])

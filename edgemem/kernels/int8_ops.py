@@ -131,7 +131,8 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
     Parameters: x, w [KH, KW, C], bias [C], mult [C], shift [C], out (may alias x), tmp [H*W]; the
     kernel is also correct when out and x are apart (the planner may not manage to overlap them).
     delay > 0 (see depthwise_inplace_delay): no tmp; the input is read where it lies and each output is held
-    back on the stack until the last reader of the input pixel it overwrites has run.
+    back on the stack until the last reader of the input pixel it overwrites has run (with a folded bias: four
+    channels per pass where their 4 * delay bytes of ring fit MAX_INPLACE_DELAY).
     folded: the bias holds bias - in_zp * sum(w) (folded_bias): taps inside add x * w, taps in the padding
     in_zp * w."""
     from tvm.script import tirx as T
@@ -268,24 +269,70 @@ def _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_s
                 output(tmp, wt, bias, acc, i, j, ch, 1, 0)
                 store(out, (0, i, j, ch), acc[0], mult[ch], shift[ch])
 
+    # Four channels at a time where their ring fits (4 * d bytes): one word of x and of w per tap (em_mac4_s8).
+    # Output pixel q of channels ch..ch+3 overwrites input pixel q of the same four channels only, whose
+    # readers are outputs of these channels, so the per-channel delay d still holds for the group.
+    g4 = c // 4 if 4 * d <= MAX_INPLACE_DELAY else 0
+
+    def tap_inside(i, j, r, q):
+        y, z = i * sh - pt + r * dh, j * sw - pl + q * dw
+        return tirx.all(0 <= y, y < h, 0 <= z, z < w)
+
+    @T.macro
+    def group_pixel(xf, wf, bias, mult, shift, acc, ring, i, j, cq):  # outputs (i, j, 4cq..4cq+3) -> ring
+        for t in T.unroll(4):
+            acc[t] = bias[cq * 4 + t]
+        if interior(i, j):
+            for r in taps(kh):
+                for q in taps(kw):
+                    for t in T.serial(4, annotations={"edgemem.lanes": 1}):
+                        acc[t] = acc[t] + T.Cast("int32", xf[at(i, j, r, q) * c + cq * 4 + t]) * T.Cast("int32", wf[(r * kw + q) * c + cq * 4 + t])
+        else:
+            for r in taps(kh):
+                for q in taps(kw):
+                    if tap_inside(i, j, r, q):
+                        for t in T.serial(4, annotations={"edgemem.lanes": 1}):
+                            acc[t] = acc[t] + T.Cast("int32", xf[at(i, j, r, q) * c + cq * 4 + t]) * T.Cast("int32", wf[(r * kw + q) * c + cq * 4 + t])
+                    else:  # a tap in the padding adds in_zp * w (the folded bias took it away)
+                        for t in T.unroll(4):
+                            acc[t] = acc[t] + T.Cast("int32", wf[(r * kw + q) * c + cq * 4 + t]) * zp
+        for t in T.unroll(4):
+            store(ring, ((i * wo + j) % d) * 4 + t, acc[t], mult[cq * 4 + t], shift[cq * 4 + t])
+
     @T.prim_func
     def depthwise_inplace_delayed(
         x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
         mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
     ):
         T.func_attr({"tir.noalias": False})
-        acc = T.decl_buffer((2,), "int32")
-        ring = T.decl_buffer((d,), "int8")
+        acc = T.decl_buffer((4,), "int32")
         xf = T.decl_buffer((h * w * c,), "int8", data=x.data)
-        for ch in range(c):
-            for k in range(k_out):
-                output(xf, wt, bias, acc, k // wo, k % wo, ch, c, ch)
-                store(ring, k % d, acc[0], mult[ch], shift[ch])
-                if k >= d - 1:
-                    out[0, (k - d + 1) // wo, (k - d + 1) % wo, ch] = ring[(k - d + 1) % d]
-            for t in range(d - 1):
-                if k_out - d + 1 + t >= 0:
-                    out[0, (k_out - d + 1 + t) // wo, (k_out - d + 1 + t) % wo, ch] = ring[(k_out - d + 1 + t) % d]
+        wf = T.decl_buffer((kh * kw * c,), "int8", data=wt.data)
+        of = T.decl_buffer((k_out * c,), "int8", data=out.data)
+        if g4 > 0:  # Python tests (parse time): no unused ring array in the C
+            ring4 = T.decl_buffer((4 * d,), "int8")  # the last d outputs of the group, 4 bytes each
+            for cq in range(g4):
+                for i in range(ho):
+                    for j in range(wo):
+                        group_pixel(xf, wf, bias, mult, shift, acc, ring4, i, j, cq)
+                        if i * wo + j >= d - 1:  # every reader of input pixel k-d+1 has run: its 4 bytes may go
+                            for t in T.unroll(4):
+                                of[(i * wo + j - d + 1) * c + cq * 4 + t] = ring4[((i * wo + j - d + 1) % d) * 4 + t]
+                for u in range(d - 1):
+                    if k_out - d + 1 + u >= 0:
+                        for t in T.unroll(4):
+                            of[(k_out - d + 1 + u) * c + cq * 4 + t] = ring4[((k_out - d + 1 + u) % d) * 4 + t]
+        if g4 * 4 < c:
+            ring = T.decl_buffer((d,), "int8")  # the last d outputs of one channel
+            for ch in range(g4 * 4, c):
+                for k in range(k_out):
+                    output(xf, wt, bias, acc, k // wo, k % wo, ch, c, ch)
+                    store(ring, k % d, acc[0], mult[ch], shift[ch])
+                    if k >= d - 1:
+                        out[0, (k - d + 1) // wo, (k - d + 1) % wo, ch] = ring[(k - d + 1) % d]
+                for t in range(d - 1):
+                    if k_out - d + 1 + t >= 0:
+                        out[0, (k_out - d + 1 + t) // wo, (k_out - d + 1 + t) % wo, ch] = ring[(k_out - d + 1 + t) % d]
 
     return depthwise_inplace if not delay else depthwise_inplace_delayed
 
