@@ -32,7 +32,7 @@ FORWARD, REVERSE = "forward", "reverse"
 def _window(o, s, p, k, d, size):
     """First and last valid input index read by outputs ``o`` (array) along one axis; -1/-1 when none."""
     start = o * s - p
-    first_tap = np.maximum(0, -(-(-start) // d))  # ceil(-start / d) taps lie before index 0
+    first_tap = np.maximum(0, -(start // d))  # ceil(-start / d) taps lie before index 0
     first_tap = np.where(start >= 0, 0, first_tap)
     last_tap = np.minimum(k - 1, (size - 1 - start) // d)
     lo, hi = start + first_tap * d, start + last_tap * d
