@@ -612,6 +612,8 @@ FAST_CONV_CASES = [
     ((1, 6, 5, 9), 3, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),  # depthwise: two 4-channel groups and one left over
     ((1, 7, 6, 8), 3, 3, 6, (2, 2), (1, 1), (0, 0, 1, 1)),  # depthwise: 4-channel groups, stride 2 SAME
     ((1, 9, 8, 5), 5, 5, 3, (1, 1), (1, 1), (2, 2, 2, 2)),  # depthwise: a 5x5 kernel (taps in loops)
+    ((1, 7, 5, 8), 3, 3, 16, (1, 1), (1, 1), (1, 1, 1, 1)),  # SAME, odd pixel count (35): the last tile is half
+    ((1, 5, 5, 8), 3, 3, 8, (1, 1), (1, 1), (1, 1, 1, 1)),  # SAME, 25 pixels
 ]
 
 

@@ -15,6 +15,7 @@ value in the module being the value ``edgemem_reset()`` restores.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,7 @@ class Tensor:
     consumers: list[int] = field(default_factory=list)
     value: np.ndarray | None = None  # constants; for state tensors, the reset value
     alias_of: str | None = None  # in-place output: the dying storage it may be written over
+    alias_shift: int = 0  # its offset from alias_of's start (partial liveness, passes/overlap.py); 0: the same
 
     @property
     def nbytes(self) -> int:
@@ -188,8 +190,9 @@ class _Reader:
         writes = self._written_argument(var, value, ins, ty)
         alias = self.tensors[ins[int(attrs["edgemem.inplace"])]].storage if "edgemem.inplace" in attrs else None
         storage = name if writes is None else self.tensors[ins[writes]].storage
+        shift = int(json.loads(str(attrs["edgemem.overlap"]))["shift"]) if "edgemem.overlap" in attrs else 0
         self.tensors[name] = Tensor(name, _shape(ty), str(ty.dtype), "activation", storage,
-                                    producer=len(self.ops), alias_of=alias)  # fmt: skip
+                                    producer=len(self.ops), alias_of=alias, alias_shift=shift)  # fmt: skip
         kind = str(attrs["edgemem.op"]) if "edgemem.op" in attrs else gv.name_hint
         macs = int(attrs["edgemem.macs"]) if "edgemem.macs" in attrs else 0
         for i in ins:

@@ -32,7 +32,8 @@ def from_graph(graph, align: int = 1) -> MemoryModel:
     storages = {}
     for t in graph.activations():
         storages[t.name] = Storage(t.name, aligned(t.nbytes, align), t.producer, list(t.consumers),
-                                   pinned=t.name in outs, temp=t.name in workspaces, alias=t.alias_of)  # fmt: skip
+                                   pinned=t.name in outs, temp=t.name in workspaces, alias=t.alias_of,
+                                   shift=t.alias_shift, rows=_overlap_rows(graph, t))  # fmt: skip
     views = {t.name: t.storage for t in graph.tensors.values() if t.kind in ("input", "activation") and t.storage != t.name}
     ops = []
     for op in graph.ops:
@@ -49,6 +50,19 @@ def from_graph(graph, align: int = 1) -> MemoryModel:
                 ops[c].after.append(t.producer)
     states = {t.name: t.nbytes for t in graph.states()}
     return MemoryModel(ops, storages, views, states)
+
+
+def _overlap_rows(graph, t):
+    """The loop order's proof of a partial-liveness output (passes/overlap.py marks its kernel
+    ``edgemem.overlap``): per pixel, the bytes written and the alias's bytes still to be read (overlap.rows)."""
+    if t.producer is None or not t.alias_of:
+        return None
+    attrs = graph.ops[t.producer].prim.attrs or {}
+    if "edgemem.overlap" not in attrs:
+        return None
+    from .overlap import kernel_rows
+
+    return tuple(kernel_rows(attrs))
 
 
 def from_tflite(source, align: int = 4, views=VIEW_OPS, size_of=None, folded=frozenset(), constants=frozenset()) -> MemoryModel:

@@ -22,19 +22,29 @@ evaluators (``schedule/dag.Dag``, ``schedule/symbolic.SymDag``), which are built
 (``Dag.from_model``) and keep their incremental forms (``Dag.mem``/``Dag.step``) only as fast
 evaluators of this rule, checked against it by tests/test_memory_model.py.
 
-Partial liveness (issue 20) goes here and nowhere else: a ``Range`` today holds ``size`` bytes over
-``[first, last]``; a storage that dies row by row (an input consumed by a convolution) or is born row
-by row (an output written over consumed rows) gets a ``profile`` -- its bytes at each step of its range,
-or at its first/last step a fraction of ``size`` -- and ``live_events`` adds the profile's steps instead
-of the two flat events. The alias rule above is the one-step, whole-tensor case of that (an output born
-over an input dying in the same step); "an output over consumed input rows" replaces ``min(a, b)`` with
-the rows the kernel's loop order proves dead. The DAG evaluators then read a storage's bytes at its birth
-and death steps from the profile instead of ``size``; planners see it as a buffer with a shaped lifetime.
+Partial liveness (issue 20): an output born pixel by pixel over an input that dies pixel by pixel (a
+convolution writing its output over input rows no later output pixel reads, memory/overlap.py) is the
+alias rule with a ``shift``: the output sits ``shift`` bytes from its alias's start (offset(out) -
+offset(alias)), and at their common step the bytes of ``[0, |alias|)`` and ``[shift, shift + |out|)`` they
+share count once (``shift`` 0 is the whole-tensor in-place case above). The kernel's loop order proves the
+shift safe: ``rows`` lists, per output pixel in write order, the output bytes written and the alias's bytes
+still to be read afterwards, which the independent plan checker tests against the real offsets. Seen
+from a fixed placement this is exact: at that step the pair occupies the union of the two intervals, and
+the rows prove no byte of it is needed by both at once. The DAG evaluators read the shared bytes as a
+negative temp of the writer's step (``Dag.from_model``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+
+def shared_bytes(size_alias, size, shift=0):
+    """Bytes an output of ``size`` at ``shift`` from its alias's start shares with the alias (ints or, at
+    shift 0, TVM expressions)."""
+    if not shift:
+        return smaller(size, size_alias)
+    return max(0, min(size_alias, shift + size) - max(0, shift))
 
 
 def smaller(a, b):
@@ -57,6 +67,8 @@ class Storage:
     pinned: bool = False  # a graph output: live until the last step
     temp: bool = False  # a kernel's scratch: live at its producer's step only
     alias: str | None = None  # in place: the storage this one may be written over (it dies at our birth)
+    shift: int = 0  # with an alias: offset(this) - offset(alias) the kernel's loop order allows (overlap.py)
+    rows: tuple | None = field(default=None, compare=False, repr=False)  # per pixel (w0, w1, n0, n1): overlap.rows
 
 
 @dataclass
@@ -80,6 +92,8 @@ class Range:
     first: int
     last: int
     alias: str | None = None
+    shift: int = 0  # offset from the alias's start (partial liveness); 0: the same offset
+    rows: tuple | None = field(default=None, compare=False, repr=False)  # the loop order's proof (overlap.rows)
 
 
 @dataclass
@@ -119,7 +133,7 @@ class MemoryModel:
                 last = end
             else:
                 last = max((step[r] for r in s.readers), default=first)
-            out.append(Range(s.name, s.size, first, last, s.alias))
+            out.append(Range(s.name, s.size, first, last, s.alias, s.shift, s.rows))
         return out
 
     def curve(self, order, zero=0, simplify=None) -> list:
@@ -130,7 +144,7 @@ class MemoryModel:
         """The model with its size expressions evaluated at one point of the symbolic dimensions."""
         from ..schedule.symbolic import evaluate
 
-        storages = {k: Storage(s.name, evaluate(s.size, env), s.producer, list(s.readers), s.pinned, s.temp, s.alias)
+        storages = {k: Storage(s.name, evaluate(s.size, env), s.producer, list(s.readers), s.pinned, s.temp, s.alias, s.shift, s.rows)
                     for k, s in self.storages.items()}  # fmt: skip
         return MemoryModel(self.ops, storages, self.views, {k: evaluate(v, env) for k, v in self.states.items()})
 
@@ -174,7 +188,7 @@ def _events(ranges, size_of) -> dict[int, object]:
         add(r.last + 1, -size)
         a = by_name.get(r.alias) if r.alias else None
         if a is not None and a.last == r.first:  # written over its dying alias: the shared bytes count once
-            shared = smaller(size, size_of(a))
+            shared = shared_bytes(size_of(a), size, getattr(r, "shift", 0))
             add(r.first, -shared)
             add(r.first + 1, shared)
     return events

@@ -73,6 +73,7 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_dequantize import fold_dequantize
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
+    from .overlap import overlap_convolutions
     from .remat import remat
     from .residual import residual_inplace
 
@@ -85,6 +86,8 @@ def _edgemem_passes() -> list[GraphPass]:
                   residual_inplace, "edgemem",
                   (Elide(_CONVS | {"FULLY_CONNECTED"}, frozenset({"ADD"}), "a convolution's result read only by its ADD"),
                    Overlap(frozenset({"ADD"})))),
+        GraphPass("inplace_overlap", "a convolution or pooling writes its output over input rows no later output pixel reads",
+                  overlap_convolutions, "edgemem", (Overlap(_CONVS | {"MAX_POOL_2D", "AVERAGE_POOL_2D"}),)),
         GraphPass("inplace_elementwise", "QUANTIZE/ADD/MUL write over an input that dies there", inplace_elementwise, "edgemem",
                   (Overlap(frozenset(_ELEMENTWISE)),)),
         GraphPass("concat_inplace", "producers write straight into their slice of a CONCATENATION (no copy)",

@@ -106,6 +106,10 @@ def fuse_epilogue(anchor: tirx.PrimFunc, reader: tirx.PrimFunc, slot: int) -> ti
 
         value = tvm_ffi.structural_map(r.store.value, [(tvm.ir.TensorLoad, on_load)])
         value = _subst(value, env)
+        if len(loads) == 1:  # read once: the anchor's value in place (a binding would be left unused once the
+            # C pipeline's CSE names the same value, an unused-variable error under -Werror)
+            value = tvm_ffi.structural_map(value, (tirx.Var, lambda x: s.value if x.same_as(v) else x))
+            return tirx.BufferStore(reader.params[-1], value, list(s.indices))
         return tirx.SeqStmt([tirx.Bind(v, s.value), tirx.BufferStore(reader.params[-1], value, list(s.indices))])
 
     body = tvm_ffi.structural_map(anchor.body, [(tirx.BufferStore, on_store)])

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from .check import check_plan
 from .exact import DEFAULT_NODE_LIMIT, EXACT_MAX_BUFFERS, exact
-from .greedy import greedy_by_conflicts, greedy_by_size, greedy_by_size_stable
+from .greedy import greedy_by_conflicts, greedy_by_size, greedy_by_size_chains, greedy_by_size_stable
 from .hill_climb import DEFAULT_WORK, hill_climb
 from .model import ArenaPlan, Buffer, Placement, PlanError, Pool, arena_end, lower_bound
 
@@ -33,6 +33,8 @@ ALGORITHMS: dict[str, Callable[..., dict[str, int]]] = {
     "greedy_by_size": lambda bufs, **_: greedy_by_size(bufs),  # TFLM's GreedyMemoryPlanner: the baseline
     "greedy_by_size_stable": lambda bufs, **_: greedy_by_size_stable(bufs),
     "greedy_by_conflicts": lambda bufs, **_: greedy_by_conflicts(bufs),
+    "greedy_by_size_chains": lambda bufs, **_: greedy_by_size_chains(bufs),  # chains of in-place partners as one piece
+    "greedy_by_conflicts_chains": lambda bufs, **_: greedy_by_conflicts(bufs, rigid=True),
     "hill_climb": lambda bufs, *, incumbent=None, deadline=None, effort=1.0: hill_climb(
         bufs, incumbent, deadline=deadline, work=int(DEFAULT_WORK * effort)),
     "exact": lambda bufs, *, incumbent=None, deadline=None, effort=1.0: exact(
@@ -49,6 +51,8 @@ def _place(buffers: list[Buffer], algorithms: list[str], deadline: float,
     for name in algorithms:
         if name == "exact" and len(buffers) > EXACT_MAX_BUFFERS:
             continue  # too big to prove anything in budget
+        if name.endswith("_chains") and not any(b.alias for b in buffers):
+            continue  # no in-place partners: the plain greedy order already ran
         if best is not None and time.perf_counter() > deadline:
             break
         offsets = ALGORITHMS[name](buffers, incumbent=best, deadline=deadline, effort=effort)

@@ -6,7 +6,10 @@ pair (O(n^2), simple on purpose). Rules: every buffer has exactly one placement 
 placed; each offset is a non-negative multiple of the buffer's alignment; each buffer (rounded up to
 its alignment) ends within the size the plan gives its pool, and that size within the pool's capacity;
 no two buffers whose [first, last] steps intersect share a byte in the same pool -- except an in-place
-pair (one names the other as its alias and starts at the step the other ends) at the very same offset.
+pair (one names the other as its alias and starts at the step the other ends) at the very same offset,
+or, for partial liveness (the writer carries ``rows``: per output pixel in write order, the bytes it
+writes and the alias's bytes still to be read afterwards), at any offsets where, pixel by pixel, no
+written byte is one still to be read.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ def check_plan(buffers: list[Buffer], plan: ArenaPlan, pools: list[Pool] | None 
             pb = plan.placements[b.name]
             live_together = not (a.last < b.first or b.last < a.first)
             in_place = (b.alias == a.name and a.last == b.first) or (a.alias == b.name and b.last == a.first)
+            writer, dying = (b, a) if b.alias == a.name else (a, b)
+            if in_place and pa.pool == pb.pool and writer.rows is not None:
+                _check_rows(writer, plan.placements[writer.name].offset, dying, plan.placements[dying.name].offset)
+                continue
             if in_place and pa.pool == pb.pool and pa.offset == pb.offset:
                 continue
             share_bytes = pa.pool == pb.pool and pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size
@@ -60,3 +67,22 @@ def check_plan(buffers: list[Buffer], plan: ArenaPlan, pools: list[Pool] | None 
                                 f"{pa.offset + a.size - 1}) and '{b.name}' (steps {b.first}-{b.last}, bytes "
                                 f"{pb.offset}-{pb.offset + b.size - 1}) are live together and overlap in pool "
                                 f"'{pa.pool}'.")  # fmt: skip
+
+
+def _check_rows(writer: Buffer, w_off: int, dying: Buffer, d_off: int) -> None:
+    """A partial-liveness pair: every output pixel's bytes, written at ``w_off``, miss the bytes of the dying
+    input (at ``d_off``) still to be read after that write; and the rows cover the writer's whole size."""
+    for k, (w0, w1, n0, n1) in enumerate(writer.rows):
+        lo, hi = w_off + w0, w_off + w1
+        if n1 > n0 and lo < d_off + n1 and d_off + n0 < hi:
+            raise PlanError(f"arena plan check: '{writer.name}' (at {w_off}) writes bytes {lo}-{hi - 1} for its output "
+                            f"pixel #{k} over bytes {max(lo, d_off + n0)}-{min(hi, d_off + n1) - 1} of '{dying.name}' (at "
+                            f"{d_off}), which later pixels still read: the overlap is too large.")  # fmt: skip
+    end = 0
+    for w0, w1, _, _ in sorted(writer.rows):  # the rows must account for every byte the writer writes
+        if w0 != end or w1 <= w0:
+            break
+        end = w1
+    if end != writer.size:
+        raise PlanError(f"arena plan check: the rows of '{writer.name}' do not cover its {writer.size} bytes in "
+                        f"contiguous pixels (they stop at {end}).")

@@ -37,6 +37,11 @@ class Buffer:
     # In-place: the buffer whose bytes this one may take over at its first step, which is that buffer's
     # last (a kernel writing its output over its dying input). At the same offset they may overlap.
     alias: str | None = None
+    # Partial liveness (edgemem.memory.overlap): this buffer sits ``shift`` bytes from its alias's start
+    # (offset - alias's offset) and ``rows`` proves it, per output pixel (w0, w1, n0, n1): while this buffer's
+    # bytes [w0, w1) are written, the alias's bytes [n0, n1) are still to be read. 0 / None: the same offset.
+    shift: int = 0
+    rows: tuple | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for what in ("size", "first", "last", "align"):  # ints, numpy ints included

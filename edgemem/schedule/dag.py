@@ -14,7 +14,7 @@ are the incremental form of the same rule, checked against the model by tests/te
 
 from __future__ import annotations
 
-from ..memory import MemoryModel, from_graph, from_tflite, smaller
+from ..memory import MemoryModel, from_graph, from_tflite, shared_bytes
 from ..memory import aligned as aligned  # noqa: PLC0414 - re-exported (schedulers import it from here)
 from ..memory.model import from_arrays
 
@@ -265,7 +265,7 @@ class Dag:
         for s in model.storages.values():  # written over its alias, which dies there in every order
             a = model.storages.get(s.alias) if s.alias else None
             if a is not None and s.producer is not None and a.readers == [s.producer] and not a.pinned:
-                temps[s.producer] -= smaller(s.size, a.size)
+                temps[s.producer] -= shared_bytes(a.size, s.size, s.shift)  # shift: partial liveness
         return cls(sizes, model.preds(), None, outputs, shared, pinned, [op.name for op in model.ops], temps)
 
     @classmethod

@@ -26,7 +26,7 @@ def arena_buffers(graph: OpGraph, order: list[int], align: int):
     from ..plan import Buffer
 
     return [Buffer(r.name, max(r.size, 1), r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)),
-                   alias=r.alias) for r in live_ranges(graph, order)]  # fmt: skip
+                   alias=r.alias, shift=r.shift, rows=r.rows) for r in live_ranges(graph, order)]  # fmt: skip
 
 
 def live_bytes(ranges: list[LiveRange], steps: int, align: int = 1) -> list[int]:
