@@ -208,26 +208,30 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
 # vanishes, which output is written over which dying input, which kernel needs a workspace. So analyze
 # builds the storage model from the flatbuffer (memory.from_tflite, as the early floor does), applies the
 # fixed pass sequence's storage effects with the conditions the passes check (passes/fold_pad.py,
-# passes/inplace.py, passes/residual.py) and lowering's own reshaping of the graph (a SPLIT becomes one kernel per part), and then
-# runs the build's own schedulers and planner on it. The result is the arena
-# of `build --opt-time 0` (the fixed sequence); the orchestrator's result is never larger (it starts from
-# that sequence), and equal on every shared model (benchmarks/analyze.md). Passes the model does not
-# reproduce (concat_inplace, fold_dequantize, TVM's fusion) are named in ``Analysis.plan_note``; float
-# operators, which lowering may fuse with TVM's FuseOps, make the figure an estimate (``arena_exact``).
+# passes/inplace.py, passes/residual.py: ``_residual_pairs``) and lowering's own reshaping of the graph (a
+# SPLIT becomes one kernel per part), and then runs the build's own schedulers and planner on it. The result
+# is the arena of `build --opt-time 0` (the fixed sequence); the orchestrator's result is never larger (it
+# starts from that sequence, and stops there when it fits with its margin), and equal on every shared model
+# (benchmarks/analyze.md). Partial liveness (passes/overlap.py, not in the fixed sequence) is modeled when
+# named in --passes (``_overlaps``: the pass's own shift choice on the window geometry), after the others.
+# Passes the model does not reproduce (concat_inplace, fold_dequantize, TVM's fusion) are named in
+# ``Analysis.plan_note``; float operators, which lowering may fuse with TVM's FuseOps, make the figure an
+# estimate (``arena_exact``).
 
-_MODELED = ("fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise")
+_MODELED = ("fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise", "inplace_overlap")
 _ELEMENTWISE = ("QUANTIZE", "ADD", "MUL")
 _SPLITS = ("SPLIT", "SPLIT_V", "UNPACK")
 _INT8, _INT16 = 9, 7  # TFLite tensor types
 
 
-def _conv_padding(op, x_shape, w_shape, out_shape) -> tuple[list[int], list[int], list[int]]:
-    """(stride, dilation, [top, left]) of a TFLite DEPTHWISE_CONV_2D, padding as TFLite's SAME computes it."""
+def _conv_padding(op, x_shape, w_shape, out_shape, options=None) -> tuple[list[int], list[int], list[int]]:
+    """(stride, dilation, [top, left]) of a TFLite DEPTHWISE_CONV_2D (or, with ``options`` Conv2DOptions, a
+    CONV_2D; weights [O or 1, KH, KW, ..] either way), padding as TFLite's SAME computes it."""
     import tflite
 
     from .frontend.footprint import builtin_options
 
-    o = builtin_options(op, tflite.DepthwiseConv2DOptions)
+    o = builtin_options(op, options or tflite.DepthwiseConv2DOptions)
     stride = [o.StrideH(), o.StrideW()]
     dil = [o.DilationHFactor() or 1, o.DilationWFactor() or 1]
     pad = [0, 0]
@@ -249,7 +253,7 @@ def _pad_amounts(model, op) -> list[list[int]] | None:
     return np.frombuffer(buf.DataAsNumpy().tobytes(), dtype=dtype).reshape(-1, 2).tolist()
 
 
-def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozenset()):
+def modeled_memory(model, folded, align: int, passes=None, constants=frozenset()):
     """The storage model of the lowered graph after ``passes`` (the fixed sequence by default), read from the
     flatbuffer (``folded``/``constants``: frontend/fold.py's operators evaluated at import and their outputs).
     Sizes unaligned when ``align`` is 1, as the planner's buffers count them."""
@@ -258,6 +262,8 @@ def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozens
     from .memory import MemOp, MemoryModel, Storage, from_tflite
     from .memory.adapters import aligned
 
+    if passes is None:
+        from .passes.orchestrate import DEFAULT_SEQUENCE as passes
     sg = model.Subgraphs(0)
     mm = from_tflite(model, align, folded=folded, constants=constants)
     tensor_of = mm.tensor_of  # storage name -> tflite tensor
@@ -367,6 +373,12 @@ def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozens
                 if same and wide_enough and x.readers == [v] and not x.pinned:
                     mm.storages[op.writes[0]].alias = name
                     break
+    overlaps: dict[str, tuple[int, tuple]] = {}  # output storage -> (shift, rows) over its alias
+    if "inplace_overlap" in passes:
+        overlaps = _overlaps(model, mm, fop, removed, conv_x, conv_pad, views)
+        for name, (x_name, shift, rows) in overlaps.items():
+            st = mm.storages[name]
+            st.alias, st.shift, st.rows = x_name, shift, rows
     # SPLIT/SPLIT_V/UNPACK: lowering makes one strided-slice kernel per part (passes/split_slices.py)
     new_ops, index, op_index = [], {}, []
     producer: dict[str, int] = {}
@@ -386,7 +398,7 @@ def modeled_memory(model, folded, align: int, passes=_MODELED, constants=frozens
     for st in mm.storages.values():
         readers = [k for r in st.readers if r in index for k in index[r]]
         storages[st.name] = Storage(st.name, st.size, producer.get(st.name) if st.producer is not None else None,
-                                    readers, st.pinned, st.temp, st.alias)  # fmt: skip
+                                    readers, st.pinned, st.temp, st.alias, st.shift, st.rows)  # fmt: skip
     for v, size in workspaces.items():
         name = f"{mm.ops[v].name}#{v}:workspace"
         k = index[v][0]
@@ -463,6 +475,79 @@ def _residual_pairs(model, mm, fop, removed, views, constants) -> list[tuple[int
     return list(chosen.values())
 
 
+def _overlaps(model, mm, fop, removed, conv_x, conv_pad, views) -> dict:
+    """Output storage -> (input storage, shift, rows) for each kernel passes/overlap.py's ``overlap_convolutions``
+    writes over its dying input, read from the storage model as the pass reads the lowered module: a plain
+    int8 CONV_2D / DEPTHWISE_CONV_2D (not fused, not already in place) or an int8 MAX/AVERAGE_POOL_2D whose int8
+    input owns its storage (no view), is no graph output and is read by it alone; the shift and the loop order
+    are the pass's own choice (``_choose``, on the window geometry memory/overlap.py takes), chained through the
+    outputs already written over their input, in file order. Modeled after the other passes."""
+    import tflite
+
+    from .memory import overlap as geometry
+    from .passes.overlap import _POOLS, _choose
+
+    sg = model.Subgraphs(0)
+    viewed = set(views.values())
+
+    def shape(t):
+        return indices(sg.Tensors(t).ShapeAsNumpy())
+
+    at: dict[str, tuple[str, int]] = {}  # storage -> (chain root, offset from the root's start)
+    extent: dict[str, tuple[int, int]] = {}
+    found = {}
+    for v, op in enumerate(mm.ops):
+        if v in removed or len(op.writes) != 1:
+            continue
+        out = mm.storages.get(op.writes[0])
+        if out is None:
+            continue
+        if out.alias:  # written over its input at the same offset (in place, the fused residual): same place
+            if out.alias in at:
+                at[out.name] = at[out.alias]
+            continue
+        ins = indices(fop[v].InputsAsNumpy())
+        t_out = mm.tensor_of[out.name]
+        if op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            x_name = conv_x[v] if v in conv_x else next((s for s in op.reads if mm.tensor_of.get(s) == ins[0]), None)
+        elif op.kind in _POOLS:
+            x_name = next((s for s in op.reads if mm.tensor_of.get(s) == ins[0]), None)
+        else:
+            continue
+        if x_name is None or sg.Tensors(t_out).Type() != _INT8:
+            continue
+        x = mm.storages[x_name]
+        t_x = mm.tensor_of[x_name]
+        if sg.Tensors(t_x).Type() != _INT8 or x.readers != [v] or x.pinned or x_name in viewed or len(shape(t_x)) != 4:
+            continue
+        xs, os_ = shape(t_x), shape(t_out)
+        if op.kind in _POOLS:
+            from .frontend.footprint import builtin_options
+            from .frontend.ops.reductions import _same_padding
+
+            o = builtin_options(fop[v], tflite.Pool2DOptions)
+            k, stride = (o.FilterHeight(), o.FilterWidth()), (o.StrideH(), o.StrideW())
+            pad = [_same_padding(xs[1 + a], k[a], stride[a])[1] if o.Padding() == tflite.Padding.SAME else 0 for a in range(2)]
+            g = {"x_shape": xs, "out_shape": os_, "kernel": k, "stride": stride, "dilation": (1, 1), "pad": pad}
+            orders = (geometry.FORWARD,)
+        else:
+            ws = shape(ins[1])
+            opts = tflite.Conv2DOptions if op.kind == "CONV_2D" else tflite.DepthwiseConv2DOptions
+            stride, dil, pad = _conv_padding(fop[v], shape(ins[0]), ws, os_, opts)
+            extra = conv_pad.get(v, [0, 0])
+            g = {"x_shape": xs, "out_shape": os_, "kernel": (ws[1], ws[2]), "stride": stride, "dilation": dil,
+                 "pad": [pad[0] + extra[0], pad[1] + extra[1]]}  # fmt: skip
+            orders = (geometry.FORWARD, geometry.REVERSE)
+        root, pos = at.get(x_name, (x_name, 0))
+        choice = _choose(g, pos, extent.get(root, (0, int(np.prod(xs)))), orders)
+        if choice is None:
+            continue
+        order, shift, extent[root] = choice
+        at[out.name] = (root, pos + shift)
+        found[out.name] = (x_name, shift, tuple(geometry.rows(**g, order=order)))
+    return found
+
+
 def _itemsize(t) -> int:
     from .frontend.footprint import _ITEMSIZE
 
@@ -484,18 +569,24 @@ def build_plan(model, folded, constants, board, options) -> dict:
         wanted = [p for p in options.passes if options.inplace or not p.startswith("inplace")]
         note = "--passes"
     else:  # the orchestrator starts from the fixed sequence and never keeps a worse result
-        wanted = [p for p in _MODELED if options.inplace or not p.startswith("inplace")]
+        from .passes.orchestrate import DEFAULT_SEQUENCE
+
+        wanted = [p for p in DEFAULT_SEQUENCE if options.inplace or not p.startswith("inplace")]
         note = ("the fixed pass sequence (= build --opt-time 0); the orchestrator's search keeps that sequence "
                 "unless another is smaller" if options.opt_seconds > 0 else "the fixed pass sequence")  # fmt: skip
     modeled = [p for p in wanted if p in _MODELED]
-    unmodeled = [p for p in (wanted if options.passes is not None else floor_passes(options)) if p not in _MODELED]
+    # passes the figure leaves out: with --passes those analyze cannot model; else those the orchestrator's
+    # search may add to the fixed sequence (inplace_overlap, concat_inplace, ...), which only lower the arena
+    unmodeled = [p for p in (wanted if options.passes is not None else floor_passes(options))
+                 if p not in (_MODELED if options.passes is not None else modeled)]  # fmt: skip
     mm = modeled_memory(model, folded, 1, tuple(modeled), constants)
     al = MemoryModel(mm.ops, {k: Storage(s.name, aligned(s.size, board.arena_align), s.producer, list(s.readers),
-                                         s.pinned, s.temp, s.alias) for k, s in mm.storages.items()},
+                                         s.pinned, s.temp, s.alias, s.shift, s.rows) for k, s in mm.storages.items()},
                      mm.views, mm.states)  # fmt: skip
     order, peak, report = best_schedule(Dag.from_model(al), options.schedule_seconds)
     buffers = [Buffer(r.name, r.size, r.first, r.last, board.arena_align,
-                      heat=float(1 + len(mm.storages[r.name].readers)), alias=r.alias) for r in mm.ranges(order)]  # fmt: skip
+                      heat=float(1 + len(mm.storages[r.name].readers)), alias=r.alias, shift=r.shift, rows=r.rows)
+               for r in mm.ranges(order)]  # fmt: skip
     result = {"passes": modeled, "unmodeled": unmodeled, "scheduler": report["best"],
               "schedulers_tried": {k: r["peak"] for k, r in report.items() if isinstance(r, dict)},
               "note": note + (f"; not modeled: {', '.join(unmodeled)} (they can only lower the build's arena)"

@@ -89,6 +89,8 @@ def test_largest_batch_that_fits():
     ("mlperf_sww_int8", {}),  # the orchestrator keeps PAD folding and the in-place passes
     ("mltk_kws_mobilenetv2_int8", {"pool_per_region": True}),
     ("mlperf_ic_resnet8_int8", {"opt_seconds": 0}),  # the residual ADDs fused in place: 32,768 B, not 49,152
+    ("mlperf_kws_dscnn_int8", {"opt_seconds": 0, "passes": ("fold_pad", "inplace_depthwise", "inplace_residual",
+                                                            "inplace_elementwise", "inplace_overlap")}),  # 8,256 B
 ])  # fmt: skip
 def test_arena_equals_the_builds_for_the_same_options(name, options, tmp_path):
     """The arena analyze reports is the one the build plans (its lowering, passes, schedulers, placement),
