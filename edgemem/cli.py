@@ -194,18 +194,19 @@ def build(
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
     opt_time: Optional[float] = typer.Option(None, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
+    minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10 %% to spare (e.g. to take inplace_overlap)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="Reserved stack: a size (4K, 8192) or auto (the call graph's bound + a margin); default the board's."),
     input_where: str = typer.Option("arena", "--input", help="Where the model input lives: 'arena' (written into edgemem_input(i)) or 'outside' (the caller's own buffer, passed to edgemem_run_from(); the arena excludes it)."),
-    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --pool-per-region, --stack or --input outside)."),
+    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --minimize, --pool-per-region, --stack or --input outside)."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
     if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
-        _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None,
+        _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None, minimize=minimize,
                          pool_per_region=pool_per_region, stack=stack is not None,
                          input=_input_outside(input_where))  # fmt: skip
         from .symbolic import plan_for_range
@@ -219,6 +220,7 @@ def build(
     options = pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                     schedule_seconds=schedule_time, profile=profile, passes=_pass_names(passes),
                                     opt_seconds=5.0 if opt_time is None else opt_time, stack=stack,
+                                    opt_margin=1.0 if minimize else 0.1,
                                     input_outside=_input_outside(input_where))  # fmt: skip
     with _StageStatus(err, quiet=as_json) as status:
         result = pipeline.build(model, board, out_dir, options, observer=status)

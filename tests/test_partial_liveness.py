@@ -320,3 +320,25 @@ def test_pooling_over_its_own_input_at_the_proven_shift_is_exact_and_one_row_mor
 
     np.testing.assert_array_equal(run(shift, "ok"), expected)
     assert not np.array_equal(run(shift + max(w * c, wo * c), "bad"), expected)  # one row further: wrong
+
+
+def test_cli_minimize_takes_the_overlap_the_default_build_leaves(tmp_path):
+    """`edgemem build` stops its pass search once the model fits the board with 10 % to spare (kws_dscnn: the
+    whole-tensor 16,000 B); `--minimize` searches on and takes inplace_overlap (8,256 B, the benchmark's figure)."""
+    import json
+    import subprocess
+    import sys
+
+    path = model_path("mlperf_kws_dscnn_int8")
+
+    def arena(*flags):
+        out = tmp_path / ("m" if flags else "d")
+        p = subprocess.run([sys.executable, "-m", "edgemem.cli", "build", "--board", "stm32f746", str(path), "-o", str(out),
+                            "--json", *flags], capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        info = json.loads(p.stdout)
+        return info["arena_bytes"], [s["pass"] for s in info["passes"]["sequence"]]
+
+    default, _ = arena()
+    minimized, passes = arena("--minimize")
+    assert default == 16_000 and minimized == 8_256 and "inplace_overlap" in passes
