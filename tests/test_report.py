@@ -211,7 +211,7 @@ def check_variants(info: dict, kernels_c: str) -> None:
         assert v["fused"] == s["kind"].split("+")[1:] and all(k in v["label"] for k in v["fused"])
         alias = out_alias.get(s["output"]["name"])
         if alias is not None:  # the planner may place the output over that input: the kernel's variant says so
-            assert v["in_place_over"] is not None and f"in place over {alias}" in v["label"], s
+            assert v["in_place_over"] is not None and f"over {alias}" in v["label"], s
         if v["in_place_over"] is not None:
             assert s["in_place"], s
         if s["kind"].split("+")[0] in ("CONV_2D", "DEPTHWISE_CONV_2D") and s["output"]["dtype"] == "int8":

@@ -19,6 +19,8 @@ so the report shows the plan the firmware runs, not a recomputation of it:
 
 from __future__ import annotations
 
+import json
+
 from ..board import Board
 from ..ir.graph import OpGraph
 from ..plan import ArenaPlan, Buffer
@@ -90,14 +92,17 @@ def kernel_variant(graph: OpGraph, op) -> dict:
         in_place = op.inputs[k] if k < len(op.inputs) else None
     elif op.writes_input is not None:
         in_place = op.inputs[op.writes_input]
+    overlap = json.loads(str(attrs["edgemem.overlap"])) if "edgemem.overlap" in attrs else None
     variant = {"builder": builder, "fast": fast, "in_place_over": in_place, "fused": kinds[1:],
-               "delay": spec.get("delay")}
+               "delay": spec.get("delay"), "overlap": overlap}  # overlap: partial liveness' order and shift
     label = builder or kinds[0].lower()
     if fast is not None:
         label += ", fast" if fast else ", reference"
     if variant["fused"]:
         label += " + " + " + ".join(variant["fused"]) + " in its stores"
-    if in_place is not None:
+    if in_place is not None and overlap is not None:  # passes/overlap.py: over the rows no later pixel reads
+        label += f", over {graph.storage_of(in_place).name}'s consumed rows at {overlap['shift']:+d} B ({overlap['order']})"
+    elif in_place is not None:
         label += f", in place over {graph.storage_of(in_place).name}"
     if variant["delay"]:
         label += f", {variant['delay']}-row delay"
