@@ -22,10 +22,7 @@ from edgemem import device_run, pipeline  # noqa: E402
 from edgemem.board import load_board  # noqa: E402
 from edgemem.reference import seeded_inputs, tflm_outputs  # noqa: E402
 
-DEFAULT = [
-    "mlperf_kws_dscnn_int8", "mlperf_vww_96_int8", "mlperf_ic_resnet8_int8", "mlperf_ad_fc_autoencoder_int8",
-    "mlperf_sww_int8", "tflm_person_detect_int8", "tflm_micro_speech_int8", "tflm_hello_world_int8",
-]  # fmt: skip
+from e2e import DEFAULT  # noqa: E402  (the acceptance models: one list, benchmarks/e2e.py's)
 
 
 def measure(path: Path, board: str) -> dict:
