@@ -32,7 +32,7 @@ from typing import Callable
 import tvm
 from tvm import relax
 
-from ..memory.floor import ANCHORS, DropDead, Elide, Overlap
+from ..memory.floor import ANCHORS, DropDead, Elide, Overlap, Patch
 
 _CONVS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
 # Fusion's capabilities: every kind but the anchors (memory/floor.py: convolutions, matrix products, pooling,
@@ -74,6 +74,7 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
     from .overlap import overlap_convolutions
+    from .patches import STAGE_KINDS, patches
     from .remat import remat
     from .residual import residual_inplace
 
@@ -98,6 +99,8 @@ def _edgemem_passes() -> list[GraphPass]:
         # no floor capability: a copy has its original's inputs and output, so no operator's own need changes
         GraphPass("remat", "a cheap tensor (pooling, element-wise, PAD) held across the peak is recomputed for its late readers",
                   remat, "edgemem"),
+        GraphPass("patches", "the first operators run tile by tile (halos recomputed) so their large tensors never exist whole",
+                  patches, "edgemem", (Patch(STAGE_KINDS),)),
     ]  # fmt: skip
 
 
