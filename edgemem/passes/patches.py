@@ -106,8 +106,11 @@ def _window(spec) -> Window:
 
 def _elementwise(prim, shape) -> bool:
     """Every buffer of the kernel has the output's shape and its body is one loop nest over it."""
-    params = [prim.buffer_map[p] for p in prim.params if p in prim.buffer_map]
-    return len(shape) == 4 and bool(params) and all(tuple(int(d) for d in b.shape) == shape for b in params)
+    try:
+        shapes = [tuple(int(d) for d in p.shape) for p in prim.params]
+    except (AttributeError, TypeError):  # a scalar or symbolic parameter
+        return False
+    return len(shape) == 4 and bool(shapes) and all(s == tuple(shape) for s in shapes)
 
 
 def _stage_kind(graph: OpGraph, b: Bindings, var, op, params: set) -> tuple[str, object] | None:
