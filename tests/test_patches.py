@@ -102,12 +102,17 @@ def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False):
     return y
 
 
-def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: bool = True) -> bytes:
+def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: bool = True, float_input: bool = False) -> bytes:
     """x -> conv3x3 s2 -> dw3x3 -> conv1x1 (+ the s2 conv's output: a residual ADD) -> dw3x3 s2 -> conv1x1 ->
-    conv3x3 (after any split) -> out. Odd sizes, so border patches differ from interior ones."""
+    conv3x3 (after any split) -> out. Odd sizes, so border patches differ from interior ones. ``float_input``:
+    a float32 x and a QUANTIZE first (as tinyengine_mcunet_vww)."""
     rng = np.random.default_rng(seed)
     mb = mm.ModelBuilder(description="edgemem patches test")
     x = mb.tensor("x", (1, h, w, 3), np.int8, _Q)
+    model_input = x
+    if float_input:
+        model_input = mb.tensor("xf", (1, h, w, 3), np.float32)
+        mb.op(mm.OP.QUANTIZE, [model_input], [x])
     h2, w2 = -(-h // 2), -(-w // 2)
     h4, w4 = -(-h2 // 2), -(-w2 // 2)
     a = _conv(mb, rng, "a", x, 3, c, 3, 2, (1, h2, w2, c))
@@ -120,7 +125,7 @@ def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: boo
     e = _conv(mb, rng, "e", d, c, c, 3, 2, (1, h4, w4, c), depthwise=True)
     f = _conv(mb, rng, "f", e, c, 2 * c, 1, 1, (1, h4, w4, 2 * c))
     g = _conv(mb, rng, "g", f, 2 * c, 4, 3, 1, (1, h4, w4, 4))
-    return mb.serialize([x], [g])
+    return mb.serialize([model_input], [g])
 
 
 def _lowered(path, outside: bool = False):
@@ -142,6 +147,20 @@ def cnn(tmp_path_factory):
     mod = _lowered(path)
     inputs = [seeded_inputs(path, s) for s in (0, 1)]
     return path, mod, inputs, [tflm_outputs(path, x) for x in inputs]
+
+
+def test_float_input_quantize_reads_the_input_in_place(tmp_path):
+    """A float input's QUANTIZE in the stage: each patch quantizes its box of the caller's buffer directly
+    (no float copy of the box); bit-exact with TFLM."""
+    path = tmp_path / "f.tflite"
+    path.write_bytes(cnn_model(11, 9, 4, seed=3, float_input=True))
+    mod = _lowered(path, outside=True)
+    new = pp.apply(mod, _cand(mod, 4, (2, 2)))
+    from edgemem.ir.graph import read_graph
+
+    assert not any(op.kind == "STRIDED_SLICE" and op.inputs[0] == "xf" for op in read_graph(new).ops)
+    x = seeded_inputs(path, 0)
+    assert all(np.array_equal(g, e) for g, e in zip(vm_run(new, x), tflm_outputs(path, x)))
 
 
 def _cand(mod, split, grid):

@@ -56,6 +56,8 @@ _PLAIN = {"conv2d": "conv2d", "depthwise_conv2d": "depthwise_conv2d", "depthwise
 _REFUSE = ("edgemem.workspace", "edgemem.state")
 _DROP_ATTRS = ("edgemem.inplace", "edgemem.overlap", "edgemem.spec", "global_symbol")
 NCHW_TO_NHWC = (0, 2, 3, 1)
+# the one store of a TRANSPOSE kernel with that permutation (kernels/int8_ops.transpose): out[n, h, w, c] = x[n, c, h, w]
+_NCHW_TO_NHWC = re.compile(r"\w+\[(\w+), (\w+), (\w+), (\w+)\] = \w+\[\1, \4, \2, \3\]")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class Candidate:
     macs: int
     base_arena: int
     base_macs: int
+    stage_peak: int = 0  # the most bytes live during the patch loop
 
     @property
     def overhead(self) -> float:
@@ -131,8 +134,8 @@ def _stage_kind(graph: OpGraph, b: Bindings, var, op, params: set) -> tuple[str,
         return "conv", _window(spec)
     if op.kind == "TRANSPOSE" and len(op.inputs) == 1 and op.inputs[0] in params:
         x = graph.tensors[op.inputs[0]].shape
-        if len(x) == 4 and tuple(x[i] for i in NCHW_TO_NHWC) == out and len({x[1], x[2], x[3]}) == 3:
-            return "gather", None  # only (0, 2, 3, 1) maps these distinct dims so
+        if len(x) == 4 and tuple(x[i] for i in NCHW_TO_NHWC) == out and _NCHW_TO_NHWC.search(op.prim.script()):
+            return "gather", None
         return None
     if op.kind in ELEMENTWISE and _elementwise(op.prim, out):  # an in-place one is rebuilt out of place
         return "ew", None
@@ -229,6 +232,9 @@ def _program(graph: OpGraph, stage: _Stage, p: int, q: int) -> list[_POp]:
                 ins = []
                 for x in sop.inputs:
                     want = wants[(j, x)]
+                    if x not in have and kind == "ew" and len(sop.inputs) == 1:  # reads the model input at its offset
+                        ins.append(x)
+                        continue
                     if x not in have:  # the model input: copy its box
                         src = graph.tensors[x]
                         bx = boxes[x]
@@ -248,7 +254,8 @@ def _program(graph: OpGraph, stage: _Stage, p: int, q: int) -> list[_POp]:
                 fh, fw = full.shape[1], full.shape[2]
                 macs = op.macs * oh * ow // (fh * fw) if op.macs else 0
                 pad = patch_pad(sop.window, out_box, wants[(j, sop.inputs[0])]) if kind == "conv" else ()
-                prog.append(_POp(kind, name, ins, (1, oh, ow, full.shape[3]), full.dtype, j, pad=pad, macs=macs))
+                begin = (out_box[0], out_box[2]) if kind == "ew" and ins[0] in graph.inputs else ()
+                prog.append(_POp(kind, name, ins, (1, oh, ow, full.shape[3]), full.dtype, j, pad=pad, macs=macs, begin=begin))
                 have[sop.output] = (name, out_box)
             tiles.append(have[stage.tensor][0])
         if q > 1:
@@ -291,14 +298,20 @@ def _patched_graph(graph: OpGraph, stage: _Stage, prog: list[_POp]) -> OpGraph:
 # -- scoring --------------------------------------------------------------------------------------------
 
 
-def _measure(graph: OpGraph, align: int, seconds: float) -> int:
+def _measure(graph: OpGraph, align: int, seconds: float, stage_ops: int = 0) -> tuple[int, int]:
+    """(planned arena, the most bytes live at a step of the first ``stage_ops`` ops) of ``graph`` in the best
+    order found: the second breaks ties where the arena is set by the tensors after the stage (which the
+    in-place passes lower further, leaving the stage's own peak to decide)."""
     from ..plan import plan_arena
     from ..schedule.best import best_schedule
     from ..schedule.dag import Dag
     from ..schedule.liveness import arena_buffers
 
-    order, _, _ = best_schedule(Dag.from_graph(graph, align), seconds)
-    return plan_arena(arena_buffers(graph, order, align)).total_bytes
+    dag = Dag.from_graph(graph, align)
+    order, _, _ = best_schedule(dag, seconds)
+    curve = dag.curve(order)
+    stage = max((c for v, c in zip(order, curve) if v < stage_ops), default=0)
+    return plan_arena(arena_buffers(graph, order, align)).total_bytes, stage
 
 
 def _planned(mod, graph: OpGraph) -> OpGraph:
@@ -325,7 +338,7 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
     raw = read_graph(mod)
     graph = _planned(mod, raw)
     base_macs = sum(op.macs for op in graph.ops)
-    base = _measure(graph, align, seconds)
+    base = _measure(graph, align, seconds)[0]
     grids = grids or [(p, q) for p in range(1, MAX_TILES + 1) for q in range(1, MAX_TILES + 1) if p * q > 1]
     out = []
     for stage in stages(mod):
@@ -337,10 +350,10 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
             macs = base_macs - sum(op.macs for op in graph.ops[: stage.split + 1]) + sum(o.macs for o in prog)
             if base_macs and (macs - base_macs) > limit * base_macs:
                 continue
-            arena = _measure(_planned(mod, _patched_graph(raw, stage, prog)), align, seconds)
+            arena, peak = _measure(_planned(mod, _patched_graph(raw, stage, prog)), align, seconds, len(prog))
             if arena < base or keep_all:
-                out.append(Candidate(stage.split, stage.tensor, (p, q), arena, macs, base, base_macs))
-    return sorted(out, key=lambda c: (c.arena, c.macs, c.grid[0] * c.grid[1]))
+                out.append(Candidate(stage.split, stage.tensor, (p, q), arena, macs, base, base_macs, peak))
+    return sorted(out, key=lambda c: (c.arena, c.stage_peak, c.macs))
 
 
 def default_overhead(mod) -> float:
@@ -375,15 +388,26 @@ def _concat_kernel(shapes, axis):
     return int8_ops.concatenation([tuple(s) for s in shapes], axis)
 
 
-def _retarget(prim, old_shape, new_shape):
+def _retarget(prim, old_shape, new_shape, offset: tuple = ()):
     """An element-wise kernel (one loop nest over its output's shape, every buffer of that shape) for another
-    shape: its TVMScript with the shapes replaced, parsed again (the body depends on the indices only)."""
+    shape: its TVMScript with the shapes replaced, parsed again (the body depends on the indices only). With
+    ``offset`` (row, col), its first parameter keeps the whole shape and is read at that offset (a patch of
+    the model input read in place, with no copy of the box)."""
     text = prim.script()
     old = ", ".join(str(int(d)) for d in old_shape)
     new = ", ".join(str(int(d)) for d in new_shape)
     buffers = len(re.findall(r"T\.Buffer\(", text))
-    if text.count(f"T.Buffer(({old}),") != buffers or text.count(f"T.grid({old})") != 1 or text.count("for ") != 1:
+    loops = re.findall(r"T\.axis\.remap\(\"SSSS\", \[(\w+), (\w+), (\w+), (\w+)\]\)", text)
+    if text.count(f"T.Buffer(({old}),") != buffers or text.count(f"T.grid({old})") != 1 or text.count("for ") != 1 or len(loops) != 1:
         raise ValueError(f"kernel {prim.attrs.get('global_symbol')} is not a plain element-wise loop nest")
+    first = re.search(r"def \w+\((\w+): T\.Buffer\(", text).group(1)
+    if offset:  # the first parameter's declaration is kept whole; its every access is shifted
+        text = text.replace(f"{first}: T.Buffer(({old}),", f"{first}: T.Buffer(({old}) ,", 1)
+        v = [f"v_{i}" for i in loops[0]]
+        plain = f"{first}[{', '.join(v)}]"
+        if text.count(plain) != text.count(f"{first}["):
+            raise ValueError(f"kernel {prim.attrs.get('global_symbol')} reads its input off the output's index")
+        text = text.replace(plain, f"{first}[{v[0]}, {v[1]} + {int(offset[0])}, {v[2]} + {int(offset[1])}, {v[3]}]")
     text = text.replace(f"T.Buffer(({old}),", f"T.Buffer(({new}),").replace(f"T.grid({old})", f"T.grid({new})")
     return tvm.script.from_source(text)
 
@@ -424,7 +448,7 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
         value = None
         for n, pop in enumerate(prog):
             ty = _tensor_type(pop.shape, pop.dtype)
-            symbol = f"patch{k}_{n}_{pop.what}"
+            symbol = f"patch{k}_s{cand.split}_{cand.grid[0]}x{cand.grid[1]}_{n}_{pop.what}"  # the report names the grid
             if pop.what in ("slice", "gather"):
                 x = vals[pop.inputs[0]]
                 x_shape = tuple(int(d) for d in x.ty.shape.values)
@@ -449,7 +473,7 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
                     new.update(builder=_PLAIN[spec["builder"]], x_shape=list(x_shape), out_shape=list(pop.shape), pad=list(pop.pad))
                     gv = _add(bb, kernel_spec.build(new), symbol, op.kind, pop.macs, new)
                 else:
-                    prim = _retarget(prim0, graph.tensors[op.output].shape, pop.shape)
+                    prim = _retarget(prim0, graph.tensors[op.output].shape, pop.shape, pop.begin)
                     gv = _add(bb, prim, symbol, op.kind, pop.macs)
             call = relax.call_tir(gv, args, ty)
             if n == len(prog) - 1:
@@ -462,9 +486,23 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
     return rebuild(mod, {kvars[stage.split]: replacement}, drop)
 
 
-def patches(mod, max_overhead: float | None = None, *, report: dict | None = None) -> tvm.IRModule:
-    """The catalogue pass: the candidate with the least arena (fewest MACs on ties) that the built module
-    confirms lower than ``mod``'s; ``mod`` unchanged if none."""
+# The in-place passes a patched module is confirmed under (next to the unsplit one under the same): a split must
+# lower the arena both before them and after them, since they may lower the unsplit module's more.
+FINISH = ("inplace_depthwise", "inplace_residual", "inplace_overlap", "inplace_elementwise", "concat_inplace")
+CONFIRM = 3  # best-scored candidates built and measured
+
+
+def _finished(mod) -> int:
+    from .catalogue import evaluate
+    from .optimize import run_passes
+
+    return evaluate(run_passes(mod, FINISH)[0])["arena_bytes"]
+
+
+def patches(mod, max_overhead: float | None = None, *, report: dict | None = None, confirm: int = CONFIRM) -> tvm.IRModule:
+    """The catalogue pass: of the ``confirm`` best-scored candidates, the one whose built module has the least
+    arena after the in-place passes (FINISH), if it is lower than ``mod``'s both without and with them;
+    ``mod`` unchanged if none. Ties go to fewer MACs."""
     from .catalogue import evaluate
 
     found = candidates(mod, max_overhead)
@@ -472,14 +510,18 @@ def patches(mod, max_overhead: float | None = None, *, report: dict | None = Non
         report["candidates"] = [dataclasses.asdict(c) for c in found]
     if not found:
         return mod
-    base = evaluate(mod)["arena_bytes"]
-    for cand in found[:3]:
+    base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
+    best = None
+    for cand in found[:confirm]:
         new = apply(mod, cand)
-        if evaluate(new)["arena_bytes"] < base:
-            if report is not None:
-                report["taken"] = dataclasses.asdict(cand)
-            return new
-    return mod
+        finished = _finished(new)
+        if evaluate(new)["arena_bytes"] < base and finished < base_finished and (best is None or (finished, cand.macs) < best[0]):
+            best = ((finished, cand.macs), cand, new)
+    if best is None:
+        return mod
+    if report is not None:
+        report["taken"] = {**dataclasses.asdict(best[1]), "finished_arena": best[0][0], "base_finished_arena": base_finished}
+    return best[2]
 
 
 def pareto(points: list[Candidate]) -> list[Candidate]:
