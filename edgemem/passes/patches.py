@@ -162,9 +162,6 @@ def stages(mod) -> list[_Stage]:
         acts = [x for x in op.inputs if not graph.tensors[x].is_const]
         if any(graph.tensors[x].storage != x for x in acts) or any(x not in produced and x not in params for x in acts):
             break  # a view, or a tensor from outside the stage
-        if kind[0] == "gather":
-            x = graph.tensors[acts[0]].shape
-            hw = {acts[0]: (x[2], x[3])}
         ops.append(StageOp(tuple(acts), op.output, kind[1]))
         kinds.append(kind[0])
         produced[op.output] = t
