@@ -252,8 +252,9 @@ def test_package_table_loads():
 
 
 @pytest.mark.parametrize("name, plain, best", [
-    ("armzoo_kws_micronet_m_int8", 86_100, 68_652),  # 69,092 in place; 68,652 with partial liveness (inplace_overlap)
-    ("mltk_kws_mobilenetv2_int8", 76_176, 36_032),  # 42,000 in place; 36,032 with partial liveness
+    # 69,092 in place; 68,652 with partial liveness (inplace_overlap); 35,000 with patches (4x1 after op 2, +1.1 % MACs)
+    ("armzoo_kws_micronet_m_int8", 86_100, 35_000),
+    ("mltk_kws_mobilenetv2_int8", 76_176, 10_960),  # 42,000 in place; 36,032 with partial liveness; 10,960 with patches
 ])  # fmt: skip
 def test_real_model_reaches_the_known_best_bit_exact(name, plain, best):
     import tvm
@@ -284,9 +285,11 @@ def test_build_runs_the_orchestrator_and_reports_it(tmp_path):
     path = _model("armzoo_kws_micronet_m_int8")
     minimizing = pipeline.build(path, "stm32f746", tmp_path / "min", pipeline.BuildOptions(compile=False, opt_margin=1.0))
     info = minimizing.info
-    assert [s["pass"] for s in info["passes"]["sequence"]] == ["inplace_depthwise", "inplace_overlap"]
+    steps = [s["pass"] for s in info["passes"]["sequence"]]
+    assert steps[:2] == ["inplace_depthwise", "inplace_overlap"] and steps[2:] in ([], ["patches"])  # within 5 s
     assert info["passes"]["sequence"][0]["d_arena"] == 69_092 - 86_100
-    assert info["arena_bytes"] == 68_652 and info["passes"]["source"] == "search"  # partial liveness: issue 20
+    # partial liveness (issue 20): 68,652; then patches, if the search reaches it in its 5 s: 35,000
+    assert info["arena_bytes"] == (35_000 if "patches" in steps else 68_652) and info["passes"]["source"] == "search"
     assert info["pass_baselines"]["none"]["arena_bytes"] == 86_100
     assert info["pass_baselines"]["fixed"]["arena_bytes"] == 69_092
     assert info["pass_baselines"]["tvm_default"]["arena_bytes"] == 86_100  # no fusion group in MicroNet: the plain graph

@@ -86,7 +86,9 @@ class DropDead:
 class Patch:
     """An op of ``kinds`` fed by the graph inputs through such ops only may run patch by patch
     (passes/patches.py): its tensors never exist whole but the stage's last output, whose readers keep
-    their own floor; its own floor is 0 (a promise of more than the pass does is sound)."""
+    their own floor. What stays is a graph input it reads: the step that reads a patch of it (the copy of
+    the box, or the op reading it in place) holds it whole. So its floor is those inputs' bytes (a promise
+    of more than the pass does is sound)."""
 
     kinds: frozenset[str]
     note: str = "ops of a patch stage at the graph input run tile by tile"
@@ -147,7 +149,7 @@ def op_floors(model: MemoryModel, capabilities=()) -> list[int]:
     out = []
     for v, op in enumerate(model.ops):
         if v in patched:
-            out.append(0)
+            out.append(sum(size[t] for t in op.reads if t in size and model.storages[t].producer is None))
             continue
         if drop_dead and op.writes and all(
                 not model.storages[t].readers and not model.storages[t].pinned for t in op.writes if t in size):

@@ -100,7 +100,7 @@ def _edgemem_passes() -> list[GraphPass]:
         GraphPass("remat", "a cheap tensor (pooling, element-wise, PAD) held across the peak is recomputed for its late readers",
                   remat, "edgemem"),
         GraphPass("patches", "the first operators run tile by tile (halos recomputed) so their large tensors never exist whole",
-                  patches, "edgemem", (Patch(STAGE_KINDS),)),
+                  patches, "edgemem", (Patch(STAGE_KINDS | {"PAD", "PADV2"}),)),  # PADs: folded first (fold_pad)
     ]  # fmt: skip
 
 
@@ -139,11 +139,19 @@ def catalogue() -> list[GraphPass]:
     return _edgemem_passes() + TVM_PASSES
 
 
+# Passes whose capability counts only when the user names them in --passes: patches could in principle run
+# almost any CNN's convolution chain tile by tile (its floor is then the model input), which the floor cannot
+# weigh against the MAC limit; counted for every search it would let nearly every model past the early check.
+SEARCH_FLOOR_EXCLUDED = frozenset({"patches"})
+
+
 def floor_capabilities(names, model=None) -> tuple:
     """What the passes named may remove, together (the early floor is computed under these); with the
     flatbuffer ``model``, also what its lowering removes (``lowering_capabilities``)."""
     known = {p.name: p for p in catalogue()}
-    caps = tuple(c for n in names if n in known for c in known[n].removes)
+    # every pass that may remove bytes: the orchestrator's list (or analyze's), not a user's --passes
+    searched = {n for n, p in known.items() if p.removes} <= set(names)
+    caps = tuple(c for n in names if n in known and not (searched and n in SEARCH_FLOOR_EXCLUDED) for c in known[n].removes)
     return caps + (lowering_capabilities(model) if model is not None else ())
 
 

@@ -323,7 +323,7 @@ def _planned(mod, graph: OpGraph) -> OpGraph:
     return graph
 
 
-def candidates(mod, max_overhead: float | None = None, *, align: int = 4, seconds: float = 0.2,
+def candidates(mod, max_overhead: float | None = None, *, align: int = 4, seconds: float = 0.05,
                grids=None, keep_all: bool = False) -> list[Candidate]:  # fmt: skip
     """Every (split, p x q) of ``mod``'s patch stages within ``max_overhead`` extra MACs (a fraction; None:
     the default for the module, ``default_overhead``), scored on the patched operator graph by the build's
@@ -486,7 +486,8 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
 # The in-place passes a patched module is confirmed under (next to the unsplit one under the same): a split must
 # lower the arena both before them and after them, since they may lower the unsplit module's more.
 FINISH = ("inplace_depthwise", "inplace_residual", "inplace_overlap", "inplace_elementwise", "concat_inplace")
-CONFIRM = 3  # best-scored candidates built and measured
+CONFIRM = 1  # confirmed candidates compared (each is built and measured: seconds on a VWW-sized model)
+MAX_TRIES = 3  # candidates built at most while none confirms
 
 
 def _finished(mod) -> int:
@@ -497,9 +498,9 @@ def _finished(mod) -> int:
 
 
 def patches(mod, max_overhead: float | None = None, *, report: dict | None = None, confirm: int = CONFIRM) -> tvm.IRModule:
-    """The catalogue pass: of the ``confirm`` best-scored candidates, the one whose built module has the least
-    arena after the in-place passes (FINISH), if it is lower than ``mod``'s both without and with them;
-    ``mod`` unchanged if none. Ties go to fewer MACs."""
+    """The catalogue pass: the best-scored candidates are built in turn (at most MAX_TRIES) and kept if the
+    module's arena is lower than ``mod``'s both without and after the in-place passes (FINISH); of the first
+    ``confirm`` kept, the least arena after them (ties: fewer MACs). ``mod`` unchanged if none is kept."""
     from .catalogue import evaluate
 
     found = candidates(mod, max_overhead)
@@ -509,7 +510,9 @@ def patches(mod, max_overhead: float | None = None, *, report: dict | None = Non
         return mod
     base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
     best = None
-    for cand in found[:confirm]:
+    for tried, cand in enumerate(found):
+        if tried >= MAX_TRIES or (best is not None and tried >= confirm):
+            break
         new = apply(mod, cand)
         finished = _finished(new)
         if evaluate(new)["arena_bytes"] < base and finished < base_finished and (best is None or (finished, cand.macs) < best[0]):
