@@ -486,7 +486,7 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
 # The in-place passes a patched module is confirmed under (next to the unsplit one under the same): a split must
 # lower the arena both before them and after them, since they may lower the unsplit module's more.
 FINISH = ("inplace_depthwise", "inplace_residual", "inplace_overlap", "inplace_elementwise", "concat_inplace")
-CONFIRM = 1  # confirmed candidates compared (each is built and measured: seconds on a VWW-sized model)
+CONFIRM = 2  # confirmed candidates compared (each is built and measured: seconds on a VWW-sized model)
 MAX_TRIES = 3  # candidates built at most while none confirms
 
 
@@ -499,8 +499,9 @@ def _finished(mod) -> int:
 
 def patches(mod, max_overhead: float | None = None, *, report: dict | None = None, confirm: int = CONFIRM) -> tvm.IRModule:
     """The catalogue pass: the best-scored candidates are built in turn (at most MAX_TRIES) and kept if the
-    module's arena is lower than ``mod``'s both without and after the in-place passes (FINISH); of the first
-    ``confirm`` kept, the least arena after them (ties: fewer MACs). ``mod`` unchanged if none is kept."""
+    module's arena is lower than ``mod``'s both without and after the in-place passes (FINISH). Once one is
+    kept, candidates tying with it on the scored arena with no more MACs are built too (``confirm`` in all), and
+    the least arena after the in-place passes wins (ties: fewer MACs). ``mod`` unchanged if none is kept."""
     from .catalogue import evaluate
 
     found = candidates(mod, max_overhead)
@@ -510,9 +511,13 @@ def patches(mod, max_overhead: float | None = None, *, report: dict | None = Non
         return mod
     base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
     best = None
-    for tried, cand in enumerate(found):
+    tried = 0
+    for cand in found:
         if tried >= MAX_TRIES or (best is not None and tried >= confirm):
             break
+        if best is not None and not (cand.arena == best[1].arena and cand.macs <= best[1].macs):
+            continue  # after one is kept, only a tie on the scored arena with no more MACs may still win
+        tried += 1
         new = apply(mod, cand)
         finished = _finished(new)
         if evaluate(new)["arena_bytes"] < base and finished < base_finished and (best is None or (finished, cand.macs) < best[0]):
