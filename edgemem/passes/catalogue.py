@@ -135,8 +135,9 @@ TVM_PASSES = [
 
 
 def catalogue() -> list[GraphPass]:
-    """Every pass, edgemem's first."""
-    return _edgemem_passes() + TVM_PASSES
+    """Every pass, edgemem's first; patches last (the orchestrator detects in this order, and it costs seconds)."""
+    ours = _edgemem_passes()
+    return [p for p in ours if p.name != "patches"] + TVM_PASSES + [p for p in ours if p.name == "patches"]
 
 
 # Passes whose capability counts only when the user names them in --passes: patches could in principle run
