@@ -26,7 +26,8 @@ import tvm
 from tvm import relax
 
 from ..errors import UnsupportedModelError
-from ..kernels import int8_ops, logistic
+from ..kernels import int8_ops, kernel_attrs, logistic
+from ..kernels.specs import Conv2D, Depthwise, DequantizeFloat, KernelSpec, Pad
 from . import kernel_spec
 from .rewrite import abandon
 from ..kernels.fixed_point import (
@@ -214,10 +215,10 @@ class _Integerizer:
 
     # -- emission
     def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8",
-              spec: dict | None = None):
-        prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs))
+              spec: KernelSpec | None = None):
+        prim = kernel_attrs.with_kind(prim, kind, macs, symbol=name)
         if spec is not None:  # how the kernel was built: passes rebuild it with other shapes or padding
-            prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
+            prim = kernel_attrs.with_spec(prim, spec)
         gv = self.bb.add_func(prim, name)
         call = relax.call_tir(gv, args, relax.TensorType(tuple(out_shape), dtype))
         return self.bb.emit(call)
@@ -323,7 +324,7 @@ class _Integerizer:
         arg = arg or self._act
         gv, args = value.args[0], value.args[1]
         prim = self.mod[gv]
-        new_gv = self.bb.add_func(prim, self._name(str(prim.attrs.get("edgemem.op", gv.name_hint))))
+        new_gv = self.bb.add_func(prim, self._name(kernel_attrs.op(prim) or gv.name_hint))
         fields = args.fields if isinstance(args, relax.Tuple) else [args]
         new_args = [arg(a) if isinstance(a, relax.Var) else a for a in fields]
         out_ty = value.ty_args[0]
@@ -496,7 +497,7 @@ class _Integerizer:
             o = wv.shape[3]
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kh, kw = wv.shape[:2]
-            builder, w_shape = "conv2d", tuple(wv.shape)
+            family, w_shape = Conv2D, tuple(wv.shape)
             kind, macs = "CONV_2D", int(np.prod(out_shape)) * kh * kw * wv.shape[2]
             wconst = np.ascontiguousarray(wv.astype(np.int8).transpose(3, 0, 1, 2))
             folded = int8_ops.folded_bias(bias, wv, in_zp, out_axis=3)
@@ -505,12 +506,12 @@ class _Integerizer:
             wconst = wv.reshape(kh, kw, o).astype(np.int8)
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kind, macs = "DEPTHWISE_CONV_2D", int(np.prod(out_shape)) * kh * kw
-            builder, w_shape = "depthwise_conv2d", tuple(wconst.shape)
+            family, w_shape = Depthwise, tuple(wconst.shape)
             folded = int8_ops.folded_bias(bias, wconst, in_zp, out_axis=2)
         else:
             raise UnsupportedModelError(f"grouped conv2d (groups={groups}) is not a TFLite operator edgemem supports.")
-        spec = {"builder": builder, "x_shape": list(x_shape), "w_shape": list(w_shape), "has_bias": True, "folded": True,
-                "in_zp": int(in_zp), "stride": stride, "dilation": dil, "pad": pad, "out_shape": list(out_shape), "rq": rq}
+        spec = family(x_shape=x_shape, w_shape=w_shape, has_bias=True, folded=True, in_zp=in_zp, stride=stride, dilation=dil,
+                      pad=pad, out_shape=out_shape, rq=rq)
         prim = kernel_spec.build(spec)
         args = [x, relax.const(wconst), relax.const(folded), relax.const(mult), relax.const(shift)]
         return self._call(self._name(kind), prim, args, out_shape, kind, macs, spec=spec)
@@ -617,8 +618,8 @@ class _Integerizer:
         if d is None or d.is_const or d.scale.size != 1:
             raise UnsupportedModelError("the model output is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
         shape = _shape(var)
-        prim = int8_ops.dequantize_float(shape, d.scalar_scale, d.scalar_zp)
-        spec = {"builder": "dequantize_float", "shape": list(shape), "scale": float(d.scalar_scale), "zero_point": int(d.scalar_zp)}
+        spec = DequantizeFloat(shape=shape, scale=float(d.scalar_scale), zero_point=int(d.scalar_zp))
+        prim = kernel_spec.build(spec)
         return self._call(self._name("dequantize"), prim, [self._act(d.source)], shape, "DEQUANTIZE", 0, dtype="float32",
                           spec=spec)  # fmt: skip
 
@@ -629,8 +630,7 @@ class _Integerizer:
             raise UnsupportedModelError(f"PAD mode {a.pad_mode} (TFLite PAD is constant).")
         widths = [int(w) for w in a.pad_width]
         pad_value = int(round(float(a.pad_value)))  # the zero point (PAD) or constant_values (PADV2)
-        spec = {"builder": "pad", "x_shape": list(_shape(value.args[0])), "pad_before": widths[0::2],
-                "pad_after": widths[1::2], "pad_value": pad_value}
+        spec = Pad(x_shape=_shape(value.args[0]), pad_before=widths[0::2], pad_after=widths[1::2], pad_value=pad_value)
         prim = kernel_spec.build(spec)
         return self._call(self._name("pad"), prim, [self._act(value.args[0])], _shape(var), "PAD", 0, spec=spec)
 
