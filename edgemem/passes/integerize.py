@@ -29,7 +29,7 @@ from ..errors import UnsupportedModelError
 from ..kernels import int8_ops, kernel_attrs, logistic
 from ..kernels.specs import Conv2D, Depthwise, DequantizeFloat, KernelSpec, Pad
 from . import kernel_spec
-from .rewrite import abandon
+from .rewrite import Bindings, abandon
 from ..kernels.fixed_point import (
     activation_range,
     add_rescale,
@@ -91,27 +91,13 @@ class Dequant:
         return int(self.zero_point.reshape(-1)[0])
 
 
-class _Graph:
-    """The frontend's bindings, looked up by variable, with use counts."""
+class _Graph(Bindings):
+    """The frontend's bindings (rewrite.Bindings: definitions, readers, outputs, kernel calls), with the QDQ
+    lookups integerize adds: a value seen through plain bindings, constants evaluated on the host."""
 
-    def __init__(self, func):
-        self.defs: dict = {}
-        self.uses: dict = {}
-        self.users: dict = {}  # var -> the binding vars whose value reads it
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
         self._consts: dict = {}
-        for block in func.body.blocks:
-            for b in block.bindings:
-                self.defs[b.var] = b.value
-                for arg in getattr(b.value, "args", []):
-                    fields = arg.fields if isinstance(arg, relax.Tuple) else [arg]
-                    for a in fields:
-                        if isinstance(a, relax.Var):
-                            self.uses[a] = self.uses.get(a, 0) + 1
-                            self.users.setdefault(a, []).append(b.var)
-        body = func.body.body
-        for a in (body.fields if isinstance(body, relax.Tuple) else [body]):
-            if isinstance(a, relax.Var):
-                self.uses[a] = self.uses.get(a, 0) + 1
 
     def value(self, expr):
         """Look through variable bindings inside the function (not through int8 activations)."""
@@ -203,10 +189,9 @@ class _Integerizer:
         "image.resize2d": "_resize",
     }
 
-    def __init__(self, func, mod=None):
-        self.g = _Graph(func)
-        self.func = func
-        self.mod = mod  # the frontend's module: kernels it already called (int8 LSTM) live there
+    def __init__(self, mod: tvm.IRModule):
+        self.g = _Graph(mod)  # the frontend's module: kernels it already called (int8 LSTM) live there too
+        self.func = mod["main"]
         self.bb = relax.BlockBuilder()
         self.env: dict = {}  # old int8 var (or float var of a float island) -> new var
         self.count = 0
@@ -241,23 +226,22 @@ class _Integerizer:
         for var, value in self.g.defs.items():
             if _op(value) == "clip" and _dtype(var) == "int8":
                 src = value.args[0]
-                if isinstance(src, relax.Var) and _op(self.g.defs.get(src)) == "quantize" and self.g.uses.get(src, 0) == 1:
+                if isinstance(src, relax.Var) and _op(self.g.defs.get(src)) == "quantize" and self.g.sole_reader(src) is not None:
                     clip_of[src] = (float(value.args[1].value), float(value.args[2].value))
                     alias[var] = src
         with self.bb.function("main"):
             params = []
-            for p in self.func.params:
+            for p in self.g.params:
                 new = relax.Var(p.name, p.ty)
                 self.env[p] = new
                 params.append(new)
             with self.bb.dataflow():
-                for block in self.func.body.blocks:
-                    for b in block.bindings:
-                        try:
-                            self._binding(b.var, b.value, clip_of, alias)
-                        except UnsupportedModelError as exc:
-                            exc.relax_var = b.var  # lower.py names the TFLite operator from it
-                            raise
+                for var, value in self.g.defs.items():  # in binding order
+                    try:
+                        self._binding(var, value, clip_of, alias)
+                    except UnsupportedModelError as exc:
+                        exc.relax_var = var  # lower.py names the TFLite operator from it
+                        raise
                 outs = self._output_vars()
                 new_outs = [self._act(alias.get(o, o)) for o in outs]
                 # One output binding per output; the function returns their tuple (no tuple binding,
@@ -283,8 +267,8 @@ class _Integerizer:
     def _binding(self, var, value, clip_of, alias):
         if isinstance(value, relax.Tuple):
             return  # the outputs' tuple, rebuilt from the new outputs at the end
-        if self._is_kernel_call(value) or (isinstance(value, relax.TupleGetItem) and value.tuple_value in self.env):
-            self.env[var] = self._kernel_call(value, self._float_arg)
+        if self.g.kernel(var) is not None or (isinstance(value, relax.TupleGetItem) and value.tuple_value in self.env):
+            self.env[var] = self._kernel_call(var, self._float_arg)
             return
         if isinstance(value, relax.Var) and value in self.env:  # a plain rebinding (the frontend's output)
             self.env[var] = self.env[value]
@@ -313,20 +297,16 @@ class _Integerizer:
         else:
             raise UnsupportedModelError(f"edgemem cannot run '{op}' on int8 data as integers yet. Supported int8 operators: {', '.join(SUPPORTED_INT8_OPS)}.")
 
-    def _is_kernel_call(self, value) -> bool:
-        return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"
-
-    def _kernel_call(self, value, arg=None):
+    def _kernel_call(self, var, arg=None):
         """A kernel the frontend called directly (an integer LSTM, an operator lowering) and its (output,
         workspace) pick: copied over with its operands renamed (by ``arg``, default ``_act``)."""
+        value = self.g.defs[var]
         if isinstance(value, relax.TupleGetItem):
             return self.bb.emit(relax.TupleGetItem(self.env[value.tuple_value], value.index))
         arg = arg or self._act
-        gv, args = value.args[0], value.args[1]
-        prim = self.mod[gv]
-        new_gv = self.bb.add_func(prim, self._name(kernel_attrs.op(prim) or gv.name_hint))
-        fields = args.fields if isinstance(args, relax.Tuple) else [args]
-        new_args = [arg(a) if isinstance(a, relax.Var) else a for a in fields]
+        k = self.g.kernel(var)
+        new_gv = self.bb.add_func(k.prim, self._name(k.kind or k.gv.name_hint))
+        new_args = [arg(a) if isinstance(a, relax.Var) else a for a in k.args]
         out_ty = value.ty_args[0]
         out_ty = list(out_ty.fields) if isinstance(out_ty, relax.TupleType) else out_ty
         return self.bb.emit(relax.call_tir(new_gv, new_args, out_ty))
@@ -439,8 +419,8 @@ class _Integerizer:
                 new = relax.const(values.reshape(_shape(expr)), "float32")
             else:
                 new = self._dequantize_output(expr, value)
-        elif self._is_kernel_call(value):
-            new = self._kernel_call(value, self._float_arg)
+        elif self.g.kernel(expr) is not None:
+            new = self._kernel_call(expr, self._float_arg)
         elif isinstance(value, relax.Var):
             new = self._float(value)
         elif isinstance(value, relax.TupleGetItem):
@@ -690,7 +670,7 @@ def integerize(mod: tvm.IRModule) -> tvm.IRModule:
     """Rewrite the frontend's QDQ main function into integer kernels, one per TFLite operator, as the
     file has them (memory passes such as PAD folding and in-place kernels come after, in passes/).
     Float-only graphs are not handled here (they have no quantize)."""
-    rewriter = _Integerizer(mod["main"], mod)
+    rewriter = _Integerizer(mod)
     try:
         new = rewriter.run()
     except UnsupportedModelError:
