@@ -120,3 +120,15 @@ def test_accessors_round_trip():
     assert kernel_attrs.window(kernel_attrs.with_window(p, w)) == w
     assert kernel_attrs.spec(kernel_attrs.without_spec(kernel_attrs.with_spec(p, SPECS[5]))) is None
     assert kernel_attrs.spec(kernel_attrs.with_spec(p, SPECS[5])) == SPECS[5]
+
+
+def test_an_in_place_kernel_loses_restrict():
+    """An element-wise kernel marked in place (inplace_elementwise) may have its output pointer equal to its
+    input's: ``restrict`` on either would be undefined behaviour, so the C has none; unmarked, it keeps them."""
+    from edgemem.codegen.kernels_c import prim_funcs_to_c
+
+    prim = int8_ops.quantize_float((1, 4, 4, 8), 0.05, -3)  # a TE kernel: TVM marks it tirx.noalias
+    def params(p) -> str:  # the definition's (prototypes never carry restrict)
+        return re.search(r"rq\(([^)]*)\) \{", prim_funcs_to_c({"rq": p}).source).group(1)
+
+    assert params(prim).count("restrict") == 2 and "restrict" not in params(kernel_attrs.with_inplace(prim, 0))

@@ -146,7 +146,9 @@ def inplace(prim) -> Inplace | None:
 
 
 def with_inplace(prim, index: int, overlap: Overlap | None = None):
-    prim = prim.with_attr(INPLACE, int(index))
+    """``prim`` marked to write over argument ``index``; its pointers lose ``restrict`` (TVM's ``tirx.noalias``,
+    which codegen/kernels_c.py reads), since the output and that argument may be the same memory."""
+    prim = prim.with_attr(INPLACE, int(index)).with_attr("tirx.noalias", False)
     return prim.with_attr(OVERLAP, overlap.to_json()) if overlap is not None else _without(prim, OVERLAP)
 
 

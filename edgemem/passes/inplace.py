@@ -121,8 +121,8 @@ def _elementwise_call(b: Bindings, var, index: int):
     out_ty = b.defs[var].ty_args[0]
 
     def replacement(bb, env):
-        # no restrict: the output pointer may equal the input's
-        new_gv = add_kernel(bb, kernel_attrs.with_inplace(prim, index).with_attr("tir.noalias", False), prim)
+        # no restrict: the output pointer may equal the input's (with_inplace drops it)
+        new_gv = add_kernel(bb, kernel_attrs.with_inplace(prim, index), prim)
         return relax.call_tir(new_gv, [env.get(a, a) for a in args], out_ty)
 
     return replacement

@@ -126,7 +126,7 @@ def overlap_kernel(prim: tirx.PrimFunc, order: str, shift: int) -> tirx.PrimFunc
     """The kernel marked for partial liveness over its argument 0 (and reversed for ``reverse``)."""
     new = reverse_pixel_loops(prim) if order == geometry.REVERSE else prim
     mark = kernel_attrs.Overlap(order, int(shift), geometry.TILE)
-    return kernel_attrs.with_inplace(new, 0, mark).with_attr("tirx.noalias", False)
+    return kernel_attrs.with_inplace(new, 0, mark)  # no restrict: input and output may share memory
 
 
 def _overlap_call(b: Bindings, var, order: str, shift: int):

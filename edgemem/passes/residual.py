@@ -175,7 +175,7 @@ def _named(b: Bindings, pair, inplace: int | None = None) -> tirx.PrimFunc:
     a, r = b.kernel(anchor).prim, b.kernel(reader).prim
     fused = kernel_attrs.with_kind(fused, _kinds(a, r), kernel_attrs.macs(a) + kernel_attrs.macs(r), symbol=_name(b, pair))
     if inplace is not None:  # no restrict: the output pointer may equal the skip's
-        fused = kernel_attrs.with_inplace(fused, inplace).with_attr("tirx.noalias", False)
+        fused = kernel_attrs.with_inplace(fused, inplace)
     return fused
 
 
