@@ -25,8 +25,6 @@ from .kernel_attrs import DOT, LANES
 from .specs import Requant  # noqa: F401  (the int8 kernels' output side; defined with the specs that carry it)
 
 
-
-
 def _scalar_accumulator(func: tirx.PrimFunc, reductions: list[str], epilogue: str = "out") -> tirx.PrimFunc:
     """Move each reduction block under the innermost loop of its consumer: a 1-element accumulator.
 

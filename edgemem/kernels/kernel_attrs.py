@@ -21,6 +21,7 @@ inner loops codegen/kernels_c.py replaces by SMLAD micro-kernels.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -91,7 +92,12 @@ def with_kind(prim, kind: str, n: int, symbol: str | None = None):
 def spec(prim) -> KernelSpec | None:
     """How the kernel was built, or None (built otherwise, or rewritten since: fused, redirected)."""
     value = _get(prim, SPEC)
-    return None if value is None else KernelSpec.from_json(str(value))
+    return None if value is None else _spec_of_json(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec_of_json(text: str) -> KernelSpec:
+    return KernelSpec.from_json(text)  # frozen: one object per text may be shared (passes read specs often)
 
 
 def with_spec(prim, s: KernelSpec):
