@@ -99,7 +99,8 @@ def test_replace_rebuilds_another_kernel():
     direct = int8_ops.depthwise_conv2d_fast((1, 4, 4, 4), spec.w_shape, spec.in_zp, spec.stride, spec.dilation,
                                             (2, 2, 2, 2), spec.out_shape, spec.rq)  # fmt: skip
     assert kernel_spec.build(wider).without_attr(kernel_attrs.SPEC).script() == direct.script()
-    assert spec.in_place(3) == dataclasses.replace(SPECS[2], delay=3)
+    assert spec.in_place(3) == dataclasses.replace(SPECS[2], delay=3) and spec.in_place(3).out_of_place() == spec
+    assert SPECS[4].out_of_place().in_place(2) == SPECS[4] and SPECS[0].out_of_place() is SPECS[0]
 
 
 def test_accessors_round_trip():
@@ -112,6 +113,8 @@ def test_accessors_round_trip():
     mark = kernel_attrs.Overlap("reverse", 48, 2)
     p = kernel_attrs.with_inplace(p, 0, mark)
     assert kernel_attrs.inplace(p) == kernel_attrs.Inplace(0, mark) and kernel_attrs.inplace(p).shift == 48
+    out_of_place = kernel_attrs.without_inplace(p)
+    assert kernel_attrs.inplace(out_of_place) is None and kernel_attrs.OVERLAP not in out_of_place.attrs
     p = kernel_attrs.with_inplace(p, 1)  # a plain in-place mark drops an earlier overlap
     assert kernel_attrs.inplace(p) == kernel_attrs.Inplace(1) and kernel_attrs.inplace(p).shift == 0
     p = kernel_attrs.with_state(kernel_attrs.with_workspace(p, 36), (4, 5))

@@ -158,6 +158,11 @@ def with_inplace(prim, index: int, overlap: Overlap | None = None):
     return prim.with_attr(OVERLAP, overlap.to_json()) if overlap is not None else _without(prim, OVERLAP)
 
 
+def without_inplace(prim):
+    """``prim`` no longer marked in place (nor overlapping): a copy run on memory of its own."""
+    return _without(_without(prim, INPLACE), OVERLAP)
+
+
 # -- workspace, state
 
 

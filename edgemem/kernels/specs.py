@@ -96,6 +96,10 @@ class Convolution(KernelSpec):
     pad: tuple[int, ...]
     has_bias: bool = True
 
+    def out_of_place(self) -> Convolution:
+        """The convolution writing an output of its own (itself, unless it is an in-place family)."""
+        return self
+
     def geometry(self) -> dict:
         """The window geometry as memory/overlap.py's ``rows`` takes it."""
         return {"x_shape": self.x_shape, "out_shape": self.out_shape, "kernel": (self.w_shape[0], self.w_shape[1]),
@@ -132,6 +136,9 @@ class DepthwiseInplace(Int8Convolution):
     builder: ClassVar[str] = "depthwise_conv2d_inplace"
     delay: int = 0
 
+    def out_of_place(self) -> Depthwise:
+        return Depthwise(**{k: v for k, v in _fields_of(self).items() if k != "delay"})
+
 
 @dataclass(frozen=True, kw_only=True)
 class Depthwise16(Convolution):
@@ -149,6 +156,9 @@ class Depthwise16Inplace(Convolution):
     builder: ClassVar[str] = "depthwise_conv2d16_inplace"
     act: tuple[int, int]
     delay: int
+
+    def out_of_place(self) -> Depthwise16:
+        return Depthwise16(**{k: v for k, v in _fields_of(self).items() if k != "delay"})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,7 +32,8 @@ def _foldable(b: Bindings, var):
     pk = b.kernel(x) if isinstance(x, relax.Var) else None
     if pk is None or b.sole_reader(x) is None or not b.sole_reader(x).same_as(var):
         return None
-    if not kernel_attrs.plain_output(pk.prim) or str(pk.prim.params[-1].ty.dtype) != "int8" or not only_stores_output(pk.prim):
+    prim = pk.prim
+    if not kernel_attrs.plain_output(prim) or str(prim.params[-1].ty.dtype) != "int8" or not only_stores_output(prim):
         return None
     return x, k.spec.scale, k.spec.zero_point
 

@@ -226,7 +226,8 @@ class _Integerizer:
         for var, value in self.g.defs.items():
             if _op(value) == "clip" and _dtype(var) == "int8":
                 src = value.args[0]
-                if isinstance(src, relax.Var) and _op(self.g.defs.get(src)) == "quantize" and self.g.sole_reader(src) is not None:
+                quantized = isinstance(src, relax.Var) and _op(self.g.defs.get(src)) == "quantize"
+                if quantized and self.g.sole_reader(src) is not None:
                     clip_of[src] = (float(value.args[1].value), float(value.args[2].value))
                     alias[var] = src
         with self.bb.function("main"):
@@ -490,8 +491,8 @@ class _Integerizer:
             folded = int8_ops.folded_bias(bias, wconst, in_zp, out_axis=2)
         else:
             raise UnsupportedModelError(f"grouped conv2d (groups={groups}) is not a TFLite operator edgemem supports.")
-        spec = family(x_shape=x_shape, w_shape=w_shape, has_bias=True, folded=True, in_zp=in_zp, stride=stride, dilation=dil,
-                      pad=pad, out_shape=out_shape, rq=rq)
+        spec = family(x_shape=x_shape, w_shape=w_shape, has_bias=True, folded=True, in_zp=in_zp, stride=stride,
+                      dilation=dil, pad=pad, out_shape=out_shape, rq=rq)
         prim = kernel_spec.build(spec)
         args = [x, relax.const(wconst), relax.const(folded), relax.const(mult), relax.const(shift)]
         return self._call(self._name(kind), prim, args, out_shape, kind, macs, spec=spec)

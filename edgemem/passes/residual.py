@@ -173,7 +173,8 @@ def _name(b: Bindings, pair) -> str:
 def _named(b: Bindings, pair, inplace: int | None = None) -> tirx.PrimFunc:
     anchor, reader, _slot, fused = pair
     a, r = b.kernel(anchor).prim, b.kernel(reader).prim
-    fused = kernel_attrs.with_kind(fused, _kinds(a, r), kernel_attrs.macs(a) + kernel_attrs.macs(r), symbol=_name(b, pair))
+    macs = kernel_attrs.macs(a) + kernel_attrs.macs(r)
+    fused = kernel_attrs.with_kind(fused, _kinds(a, r), macs, symbol=_name(b, pair))
     if inplace is not None:  # no restrict: the output pointer may equal the skip's
         fused = kernel_attrs.with_inplace(fused, inplace)
     return fused

@@ -38,7 +38,8 @@ def _group_kinds(mod: tvm.IRModule) -> dict[str, tuple[list[str], int]]:
     groups = {}
     for group, names in _group_members(mod).items():
         prims = [mod[name] for name in names]
-        groups[group] = ([kernel_attrs.op(p) or n for p, n in zip(prims, names)], sum(kernel_attrs.macs(p) for p in prims))
+        kinds = [kernel_attrs.op(p) or n for p, n in zip(prims, names)]
+        groups[group] = (kinds, sum(kernel_attrs.macs(p) for p in prims))
     return groups
 
 
