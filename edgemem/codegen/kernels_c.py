@@ -39,6 +39,8 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from ..kernels.kernel_attrs import DOT, LANES
+
 __all__ = [
     "CKernels",
     "KernelCodegenError",
@@ -1025,7 +1027,7 @@ def _use_microkernels(func: tirx.PrimFunc, used: set) -> tirx.PrimFunc:
 
     def find(loop):
         ann = loop.annotations or {}
-        if "edgemem.dot" in ann or "edgemem.lanes" in ann:
+        if DOT in ann or LANES in ann:
             marked.append(loop)
 
     tvm_ffi.structural_walk(func.body, (tirx.For, find))
@@ -1035,9 +1037,9 @@ def _use_microkernels(func: tirx.PrimFunc, used: set) -> tirx.PrimFunc:
     def on_for(loop):
         ann = loop.annotations or {}
         new = None
-        if "edgemem.dot" in ann:
+        if DOT in ann:
             new = _dot_call(loop, used)
-        elif "edgemem.lanes" in ann:
+        elif LANES in ann:
             new = _mac4_call(loop, used)
         return new if new is not None else loop
 

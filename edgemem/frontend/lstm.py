@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import kernel_attrs
 from ..kernels import lstm as lstm_kernel
 
 # input positions in the TFLite operator (lstm_shared.h)
@@ -89,7 +90,7 @@ def lower(ctx):
         steps, n_in, n_cell, in_scale, in_zp, [w_scales[i][0] for i in _WX], [w_scales[i][0] for i in _WH],
         hidden_scale, hidden_zp, cell_scale, float(opts.CellClip()), act,
     )  # fmt: skip
-    prim = lstm_kernel.lstm_integer(q).with_attr("edgemem.state", ",".join(str(i) for i in lstm_kernel.STATE_PARAMS))
+    prim = kernel_attrs.with_state(lstm_kernel.lstm_integer(q), lstm_kernel.STATE_PARAMS)
     x = ctx.expr(ctx.inputs[_X])
     if opts.TimeMajor():
         x = ctx.reshape(x, [1, steps, n_in])

@@ -4,18 +4,17 @@ After the passes, ``main`` is a dataflow block of ``call_tir`` bindings (one ker
 reshapes and plain variable bindings, which are *views*: they share the storage of their source
 and cost no RAM. Constants (weights, biases, multipliers) live in flash.
 
-A kernel marked in place (PrimFunc attribute ``edgemem.inplace`` = k) may write its output over its
+A kernel marked in place (kernels/kernel_attrs.py: ``inplace`` = k) may write its output over its
 k-th argument, which dies there: the output names that storage as its ``alias_of`` and the planner
-tries to give both the same offset (the kernel is correct either way). One with ``edgemem.workspace``
+tries to give both the same offset (the kernel is correct either way). One with ``workspace``
 = bytes takes a last pointer argument to that much scratch RAM, a tensor live during its step only.
-One with ``edgemem.state`` = "i,j,..." reads and updates those arguments across invocations (an LSTM's
+One with ``state`` = (i, j, ...) reads and updates those arguments across invocations (an LSTM's
 hidden and cell state): they are *state* tensors, kept outside the arena (static RAM), their constant
 value in the module being the value ``edgemem_reset()`` restores.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +22,7 @@ import tvm
 from tvm import relax
 
 from ..errors import UnsupportedModelError
+from ..kernels import kernel_attrs
 
 
 @dataclass
@@ -176,31 +176,32 @@ class _Reader:
         prim = self.mod[gv]
         fields = args.fields if isinstance(args, relax.Tuple) else [args]
         ins = [self._operand(a) for a in fields]
-        attrs = prim.attrs or {}
+        workspace_bytes = kernel_attrs.workspace(prim)
         ty = var.ty
         if isinstance(ty, relax.TupleType):  # (output, workspace): only kernels with a workspace return two
-            if "edgemem.workspace" not in attrs or len(ty.fields) != 2:
+            if workspace_bytes is None or len(ty.fields) != 2:
                 raise UnsupportedModelError(f"kernel call '{var.name}' returns a tuple edgemem cannot plan.")
             ty = ty.fields[0]
-        for i in str(attrs.get("edgemem.state", "")).split(",") if "edgemem.state" in attrs else ():
-            if self.tensors[ins[int(i)]].kind != "const":
+        for i in kernel_attrs.state(prim):
+            if self.tensors[ins[i]].kind != "const":
                 raise UnsupportedModelError(f"kernel call '{var.name}': its state argument {i} is not a constant initial value.")
-            self.tensors[ins[int(i)]].kind = "state"
+            self.tensors[ins[i]].kind = "state"
         name = self._name_var(var)
         writes = self._written_argument(var, value, ins, ty)
-        alias = self.tensors[ins[int(attrs["edgemem.inplace"])]].storage if "edgemem.inplace" in attrs else None
+        inplace = kernel_attrs.inplace(prim)
+        alias = self.tensors[ins[inplace.index]].storage if inplace is not None else None
         storage = name if writes is None else self.tensors[ins[writes]].storage
-        shift = int(json.loads(str(attrs["edgemem.overlap"]))["shift"]) if "edgemem.overlap" in attrs else 0
+        shift = inplace.shift if inplace is not None else 0
         self.tensors[name] = Tensor(name, _shape(ty), str(ty.dtype), "activation", storage,
                                     producer=len(self.ops), alias_of=alias, alias_shift=shift)  # fmt: skip
-        kind = str(attrs["edgemem.op"]) if "edgemem.op" in attrs else gv.name_hint
-        macs = int(attrs["edgemem.macs"]) if "edgemem.macs" in attrs else 0
+        kind = kernel_attrs.op(prim) or gv.name_hint
+        macs = kernel_attrs.macs(prim)
         for i in ins:
             self._use(i, len(self.ops))
         workspace = None
-        if "edgemem.workspace" in attrs:
+        if workspace_bytes is not None:
             workspace = f"{name}__workspace"
-            self.tensors[workspace] = Tensor(workspace, (int(attrs["edgemem.workspace"]),), "int8", "activation",
+            self.tensors[workspace] = Tensor(workspace, (workspace_bytes,), "int8", "activation",
                                              workspace, producer=len(self.ops))  # fmt: skip
         if isinstance(var.ty, relax.TupleType):
             self.tuple_results[var] = [name, workspace]

@@ -16,22 +16,13 @@ fully_connected) stay for specs without a folded bias and as the plain reference
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tvm import te, tirx
 import tvm.s_tir
 
 from . import tvmscript_macros  # noqa: F401  (cheap macro expansion; see the module)
 from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier
-
-
-@dataclass(frozen=True)
-class Requant:
-    """Output side of an integer op: zero point and the clamp of its fused activation."""
-
-    out_zp: int
-    act_min: int
-    act_max: int
+from .kernel_attrs import DOT, LANES
+from .specs import Requant  # noqa: F401  (the int8 kernels' output side; defined with the specs that carry it)
 
 
 def _scalar_accumulator(func: tirx.PrimFunc, reductions: list[str], epilogue: str = "out") -> tirx.PrimFunc:
@@ -285,13 +276,13 @@ def _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_s
         if interior(i, j):
             for r in taps(kh):
                 for q in taps(kw):
-                    for t in T.serial(4, annotations={"edgemem.lanes": 1}):
+                    for t in T.serial(4, annotations={LANES: 1}):
                         acc[t] = acc[t] + T.Cast("int32", xf[at(i, j, r, q) * c + cq * 4 + t]) * T.Cast("int32", wf[(r * kw + q) * c + cq * 4 + t])
         else:
             for r in taps(kh):
                 for q in taps(kw):
                     if tap_inside(i, j, r, q):
-                        for t in T.serial(4, annotations={"edgemem.lanes": 1}):
+                        for t in T.serial(4, annotations={LANES: 1}):
                             acc[t] = acc[t] + T.Cast("int32", xf[at(i, j, r, q) * c + cq * 4 + t]) * T.Cast("int32", wf[(r * kw + q) * c + cq * 4 + t])
                     else:  # a tap in the padding adds in_zp * w (the folded bias took it away)
                         for t in T.unroll(4):
@@ -798,7 +789,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                     acc[1] = bias[oo * 2 + 1]
                     acc[2] = bias[oo * 2]
                     acc[3] = bias[oo * 2 + 1]
-                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                    for k in T.serial(c, annotations={DOT: 1}):
                         acc[0] = acc[0] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oo * 2 * c + k])
                         acc[1] = acc[1] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oo * 2 * c + c + k])
                         acc[2] = acc[2] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oo * 2 * c + k])
@@ -810,7 +801,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                 for oc in range(o2 * 2, o):
                     acc[0] = bias[oc]
                     acc[1] = bias[oc]
-                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                    for k in T.serial(c, annotations={DOT: 1}):
                         acc[0] = acc[0] + T.Cast("int32", xf[xoff(pp * 2) + k]) * T.Cast("int32", wf[oc * c + k])
                         acc[1] = acc[1] + T.Cast("int32", xf[xoff(pp * 2 + 1) + k]) * T.Cast("int32", wf[oc * c + k])
                     store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
@@ -818,7 +809,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
             for p in range(p2 * 2, npix):
                 for oc in range(o):
                     acc[0] = bias[oc]
-                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                    for k in T.serial(c, annotations={DOT: 1}):
                         acc[0] = acc[0] + T.Cast("int32", xf[xoff(p) + k]) * T.Cast("int32", wf[oc * c + k])
                     store(out, opix(p, oc), acc[0], mult[oc], shift[oc])
 
@@ -838,13 +829,13 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
     @T.macro
     def mac(xf, wf, acc, p, oc, r, s0, s1, two):  # acc[0] (acc[1]) += x . w over taps (r, s0..s1) of channel oc (oc+1)
         if contiguous:
-            for k in T.serial((s1 - s0) * c, annotations={"edgemem.dot": 1}):
+            for k in T.serial((s1 - s0) * c, annotations={DOT: 1}):
                 acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, s0) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s0) * c + k])
                 if two:
                     acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, s0) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s0) * c + k])
         else:
             for s in range(s0, s1):
-                for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                for k in T.serial(c, annotations={DOT: 1}):
                     acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s) * c + k])
                     if two:
                         acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s) * c + k])
@@ -906,14 +897,14 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
         acc[3] = bias[oc + 1]
         for r in range(kh):
             if contiguous:
-                for k in T.serial(kw * c, annotations={"edgemem.dot": 1}):
+                for k in T.serial(kw * c, annotations={DOT: 1}):
                     acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, 0) + k]) * T.Cast("int32", wf[oc * kk + r * kw * c + k])
                     acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, 0) + k]) * T.Cast("int32", wf[oc * kk + kk + r * kw * c + k])
                     acc[2] = acc[2] + T.Cast("int32", xf[xrow(p + 1, r, 0) + k]) * T.Cast("int32", wf[oc * kk + r * kw * c + k])
                     acc[3] = acc[3] + T.Cast("int32", xf[xrow(p + 1, r, 0) + k]) * T.Cast("int32", wf[oc * kk + kk + r * kw * c + k])
             else:
                 for s in range(kw):
-                    for k in T.serial(c, annotations={"edgemem.dot": 1}):
+                    for k in T.serial(c, annotations={DOT: 1}):
                         acc[0] = acc[0] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s) * c + k])
                         acc[1] = acc[1] + T.Cast("int32", xf[xrow(p, r, s) + k]) * T.Cast("int32", wf[oc * kk + kk + (r * kw + s) * c + k])
                         acc[2] = acc[2] + T.Cast("int32", xf[xrow(p + 1, r, s) + k]) * T.Cast("int32", wf[oc * kk + (r * kw + s) * c + k])
@@ -939,7 +930,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                     acc[1] = bias[oo * 2 + 1]
                     acc[2] = bias[oo * 2]
                     acc[3] = bias[oo * 2 + 1]
-                    for k in T.serial(kk, annotations={"edgemem.dot": 1}):
+                    for k in T.serial(kk, annotations={DOT: 1}):
                         acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + k])
                         acc[1] = acc[1] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
                         acc[2] = acc[2] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + k])
@@ -951,7 +942,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
                 for oc in range(o2 * 2, o):
                     acc[0] = bias[oc]
                     acc[1] = bias[oc]
-                    for k in T.serial(kk, annotations={"edgemem.dot": 1}):
+                    for k in T.serial(kk, annotations={DOT: 1}):
                         acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
                         acc[1] = acc[1] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oc * kk + k])
                     store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
@@ -959,7 +950,7 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
             else:
                 for oc in range(o):
                     acc[0] = bias[oc]
-                    for k in T.serial(kk, annotations={"edgemem.dot": 1}):
+                    for k in T.serial(kk, annotations={DOT: 1}):
                         acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
                     store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
 
@@ -1053,7 +1044,7 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
                         acc[i] = bias[oq * 4 + i]
                     for r in taps(kh):
                         for s in taps(kw):
-                            for i in T.serial(4, annotations={"edgemem.lanes": 1}):
+                            for i in T.serial(4, annotations={LANES: 1}):
                                 acc[i] = acc[i] + T.Cast("int32", xf[xat(p, r, s, oq * 4) + i]) * T.Cast("int32", wf[(r * kw + s) * cm + oq * 4 + i])
                     for i in T.unroll(4):
                         store(out, opix(p, oq * 4 + i), acc[i], mult[oq * 4 + i], shift[oq * 4 + i])
@@ -1075,7 +1066,7 @@ def depthwise_conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_sh
                     for r in taps(kh):
                         for s in taps(kw):
                             if tap_inside(p, r, s):
-                                for i in T.serial(4, annotations={"edgemem.lanes": 1}):
+                                for i in T.serial(4, annotations={LANES: 1}):
                                     acc[i] = acc[i] + T.Cast("int32", xf[xat(p, r, s, oq * 4) + i]) * T.Cast("int32", wf[(r * kw + s) * cm + oq * 4 + i])
                             else:
                                 for i in T.unroll(4):
@@ -1113,7 +1104,7 @@ def fully_connected_fast(x_shape, w_shape, multiplier, shift, rq: Requant):
     def rows4(xf, wf, out, bias, mult, shift, acc, b, oc):
         for i in T.unroll(4):
             acc[i] = bias[oc + i]
-        for kk in T.serial(k, annotations={"edgemem.dot": 1}):
+        for kk in T.serial(k, annotations={DOT: 1}):
             acc[0] = acc[0] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[oc * k + kk])
             acc[1] = acc[1] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[(oc + 1) * k + kk])
             acc[2] = acc[2] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[(oc + 2) * k + kk])
@@ -1127,7 +1118,7 @@ def fully_connected_fast(x_shape, w_shape, multiplier, shift, rq: Requant):
     @T.macro
     def row1(xf, wf, out, bias, mult, shift, acc, b, oc):
         acc[0] = bias[oc]
-        for kk in T.serial(k, annotations={"edgemem.dot": 1}):
+        for kk in T.serial(k, annotations={DOT: 1}):
             acc[0] = acc[0] + T.Cast("int32", xf[b * k + kk]) * T.Cast("int32", wf[oc * k + kk])
         if per_channel:
             store(out, (b, oc), acc[0], mult[oc], shift[oc])

@@ -17,6 +17,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from . import kernel_attrs
+
 
 class RedirectError(ValueError):
     """The kernel's output cannot be redirected by rewriting its stores."""
@@ -51,7 +53,7 @@ def _redirect(prim: tirx.PrimFunc, new_out, store, region) -> tirx.PrimFunc:
     body = tvm_ffi.structural_map(prim.body, [(tirx.BufferStore, on_store), (tvm.ir.TensorRegion, on_region)])
     new = tirx.PrimFunc([*prim.params[:-1], new_out], body, attrs=prim.attrs)
     # the build spec describes the kernel before the redirect: a pass rebuilding from it would undo it
-    return new.without_attr("edgemem.spec") if "edgemem.spec" in (new.attrs or {}) else new
+    return kernel_attrs.without_spec(new)
 
 
 def into_slice(prim: tirx.PrimFunc, full_shape, axis: int, start: int) -> tirx.PrimFunc:

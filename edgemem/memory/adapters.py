@@ -53,16 +53,18 @@ def from_graph(graph, align: int = 1) -> MemoryModel:
 
 
 def _overlap_rows(graph, t):
-    """The loop order's proof of a partial-liveness output (passes/overlap.py marks its kernel
-    ``edgemem.overlap``): per pixel, the bytes written and the alias's bytes still to be read (overlap.rows)."""
+    """The loop order's proof of a partial-liveness output (passes/overlap.py marks its kernel with
+    kernel_attrs' ``overlap``): per pixel, the bytes written and the alias's bytes still to be read (overlap.rows)."""
     if t.producer is None or not t.alias_of:
         return None
-    attrs = graph.ops[t.producer].prim.attrs or {}
-    if "edgemem.overlap" not in attrs:
-        return None
+    from ..kernels import kernel_attrs
     from .overlap import kernel_rows
 
-    return tuple(kernel_rows(attrs))
+    prim = graph.ops[t.producer].prim
+    inplace = kernel_attrs.inplace(prim)
+    if inplace is None or inplace.overlap is None:
+        return None
+    return tuple(kernel_rows(prim))
 
 
 def from_tflite(source, align: int = 4, views=VIEW_OPS, size_of=None, folded=frozenset(), constants=frozenset()) -> MemoryModel:

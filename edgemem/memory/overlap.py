@@ -128,31 +128,22 @@ def best_order(x_shape, out_shape, kernel, stride, dilation, pad, align: int = 4
     return best
 
 
-def spec_geometry(spec: dict) -> dict:
-    """The window geometry of a convolution kernel's spec (passes/kernel_spec.py): what ``rows`` takes."""
-    w = spec["w_shape"]  # HWIO (conv2d) or [KH, KW, C*M] (depthwise)
-    return {"x_shape": spec["x_shape"], "out_shape": spec["out_shape"], "kernel": (w[0], w[1]),
-            "stride": spec["stride"], "dilation": spec["dilation"], "pad": spec["pad"]}
+def kernel_geometry(prim) -> dict | None:
+    """The window geometry of a kernel from its attributes (kernels/kernel_attrs.py): a convolution's spec or a
+    pooling's window (frontend/ops/reductions.py); None for any other kernel."""
+    from ..kernels import kernel_attrs
+    from ..kernels.specs import Convolution
+
+    spec = kernel_attrs.spec(prim)
+    if spec is not None:
+        return spec.geometry() if isinstance(spec, Convolution) else None
+    window = kernel_attrs.window(prim)
+    return window.geometry() if window is not None else None
 
 
-def kernel_geometry(attrs) -> dict | None:
-    """The window geometry of a kernel from its attributes: a convolution's ``edgemem.spec`` or a pooling's
-    ``edgemem.window`` (frontend/ops/reductions.py); None for any other kernel."""
-    import json
+def kernel_rows(prim) -> list[tuple[int, int, int, int]]:
+    """``rows`` of a kernel marked by passes/overlap.py (its ``overlap`` attribute: order and tile)."""
+    from ..kernels import kernel_attrs
 
-    if "edgemem.spec" in attrs:
-        spec = json.loads(str(attrs["edgemem.spec"]))
-        return spec_geometry(spec) if "w_shape" in spec and "stride" in spec else None
-    if "edgemem.window" in attrs:
-        w = json.loads(str(attrs["edgemem.window"]))
-        return {"x_shape": w["x_shape"], "out_shape": w["out_shape"], "kernel": w["kernel"], "stride": w["stride"],
-                "dilation": (1, 1), "pad": w["pad"]}  # fmt: skip
-    return None
-
-
-def kernel_rows(attrs) -> list[tuple[int, int, int, int]]:
-    """``rows`` of a kernel marked by passes/overlap.py (its ``edgemem.overlap`` attribute: order and tile)."""
-    import json
-
-    overlap = json.loads(str(attrs["edgemem.overlap"]))
-    return rows(**kernel_geometry(attrs), order=overlap["order"], tile=int(overlap["tile"]))
+    overlap = kernel_attrs.inplace(prim).overlap
+    return rows(**kernel_geometry(prim), order=overlap.order, tile=overlap.tile)

@@ -18,10 +18,9 @@ import numpy as np
 import tvm
 from tvm import relax, te
 
+from ..kernels import kernel_attrs
 from ..kernels.redirect import into_slice, only_stores_output
 from .rewrite import Bindings, add_kernel, rebuild
-
-_REFUSE = ("edgemem.inplace", "edgemem.workspace", "edgemem.state")  # kernels whose output has other rules
 
 
 def _concat_axis(in_shapes: list[tuple], out_shape: tuple) -> int | None:
@@ -43,9 +42,9 @@ def _redirectable(b: Bindings, x, concat_var) -> bool:
     if k is None or not isinstance(x, relax.Var):
         return False
     reader = b.sole_reader(x)
-    attrs = k[1].attrs or {}
-    return reader is not None and reader.same_as(concat_var) and not any(a in attrs for a in _REFUSE) \
-        and only_stores_output(k[1])  # fmt: skip
+    # a kernel whose output has other rules (in place, workspace, state) is left alone
+    return reader is not None and reader.same_as(concat_var) and kernel_attrs.plain_output(k.prim) \
+        and only_stores_output(k.prim)  # fmt: skip
 
 
 def _copy_kernel(shape, dtype: str):
@@ -56,9 +55,9 @@ def _copy_kernel(shape, dtype: str):
 def _plan(b: Bindings, var):
     """(axis, output type, [(input, slice start, redirectable)]) of a CONCATENATION worth rewriting."""
     k = b.kernel(var)
-    if k is None or str((k[1].attrs or {}).get("edgemem.op", "")) != "CONCATENATION":
+    if k is None or k.kind != "CONCATENATION":
         return None
-    args, out_ty = k[3], b.defs[var].ty_args[0]
+    args, out_ty = k.args, b.defs[var].ty_args[0]
     if len(args) < 2 or not all(isinstance(a, relax.Var) for a in args):
         return None
     shapes = [_shape(a) for a in args]
@@ -102,7 +101,7 @@ def _rewrite_one(b: Bindings, var, plan, replace: dict) -> None:
 
     for i, (x, start, _) in enumerate(writers):
         replace[x] = producer(x, start, i)
-    concat_prim = b.kernel(var)[1]
+    concat_prim = b.kernel(var).prim
 
     def concatenation(bb, env):
         result = env[chain[-1]]

@@ -16,26 +16,26 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ..kernels import kernel_attrs
 from ..kernels.redirect import dequantized, only_stores_output
+from ..kernels.specs import DequantizeFloat
 from .rewrite import Bindings, add_kernel, rebuild
-
-_REFUSE = ("edgemem.inplace", "edgemem.workspace", "edgemem.state")
 
 
 def _foldable(b: Bindings, var):
     """(producer var, scale, zero point) if ``var`` is a DEQUANTIZE whose int8 input a kernel makes
     for it alone."""
     k = b.kernel(var)
-    if k is None or k[2] is None or k[2].get("builder") != "dequantize_float":
+    if k is None or not isinstance(k.spec, DequantizeFloat):
         return None
-    x = k[3][0]
+    x = k.args[0]
     pk = b.kernel(x) if isinstance(x, relax.Var) else None
     if pk is None or b.sole_reader(x) is None or not b.sole_reader(x).same_as(var):
         return None
-    attrs = pk[1].attrs or {}
-    if any(a in attrs for a in _REFUSE) or str(pk[1].params[-1].ty.dtype) != "int8" or not only_stores_output(pk[1]):
+    prim = pk.prim
+    if not kernel_attrs.plain_output(prim) or str(prim.params[-1].ty.dtype) != "int8" or not only_stores_output(prim):
         return None
-    return x, k[2]["scale"], k[2]["zero_point"]
+    return x, k.spec.scale, k.spec.zero_point
 
 
 def _folded_call(b: Bindings, var, producer, scale: float, zero_point: int):

@@ -17,28 +17,29 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from ..kernels import conv16, int8_ops
+from ..kernels import conv16, int8_ops, kernel_attrs
+from ..kernels.specs import Depthwise, Depthwise16
 from . import kernel_spec
 from .rewrite import Bindings, add_kernel, rebuild
 
 
-_INPLACE = {"depthwise_conv2d": "depthwise_conv2d_inplace", "depthwise_conv2d16": "depthwise_conv2d16_inplace"}
+_INPLACE = (Depthwise, Depthwise16)  # the spec families with an in-place form (their ``in_place``)
 
 
 def _delay(spec) -> int:
-    return int8_ops.depthwise_inplace_delay(spec["x_shape"], spec["w_shape"], spec["stride"], spec["dilation"],
-                                            spec["pad"], spec["out_shape"])  # fmt: skip
+    return int8_ops.depthwise_inplace_delay(spec.x_shape, spec.w_shape, spec.stride, spec.dilation, spec.pad,
+                                            spec.out_shape)  # fmt: skip
 
 
 def _eligible(b: Bindings, var) -> bool:
     k = b.kernel(var)
-    if k is None or k[2] is None or k[2]["builder"] not in _INPLACE:
+    if k is None or type(k.spec) not in _INPLACE:
         return False
-    spec, x = k[2], k[3][0]
-    n, h, w, c = spec["x_shape"]
-    if n != 1 or spec["w_shape"][2] != c or int(np.prod(spec["out_shape"])) > n * h * w * c:
+    spec, x = k.spec, k.args[0]
+    n, h, w, c = spec.x_shape
+    if n != 1 or spec.w_shape[2] != c or int(np.prod(spec.out_shape)) > n * h * w * c:
         return False
-    if spec["builder"] == "depthwise_conv2d16" and not 1 <= _delay(spec) <= conv16.MAX_INPLACE_DELAY16:
+    if isinstance(spec, Depthwise16) and not 1 <= _delay(spec) <= conv16.MAX_INPLACE_DELAY16:
         return False  # int16: streaming only
     if not isinstance(x, relax.Var) or b.sole_reader(x) is None or not b.sole_reader(x).same_as(var):
         return False
@@ -52,18 +53,18 @@ def _inplace_call(b: Bindings, var):
     # has been read by its last reader (a few rows of one channel); else one channel plane of workspace
     delay = _delay(spec)
     streaming = delay > 0
-    new_spec = {**spec, "builder": _INPLACE[spec["builder"]], "delay": delay}
-    wide = spec["builder"] == "depthwise_conv2d16"
-    n, h, w, c = spec["x_shape"]
+    new_spec = spec.in_place(delay)
+    wide = isinstance(spec, Depthwise16)
+    n, h, w, c = spec.x_shape
     out_ty = b.defs[var].ty_args[0]
 
     def replacement(bb, env):
-        new_prim = kernel_spec.build(new_spec).with_attr("edgemem.spec", kernel_spec.dumps(new_spec)).with_attr("edgemem.inplace", 0)
+        new_prim = kernel_attrs.with_inplace(kernel_spec.build(new_spec), 0)
         if not streaming:
-            new_prim = new_prim.with_attr("edgemem.workspace", h * w)
+            new_prim = kernel_attrs.with_workspace(new_prim, h * w)
         new_gv = add_kernel(bb, new_prim, prim)
         new_args = [env.get(a, a) for a in args]
-        if not spec["has_bias"]:  # the in-place kernel always takes a bias
+        if not spec.has_bias:  # the in-place kernel always takes a bias
             new_args.insert(2, relax.const(np.zeros(c, np.int64 if wide else np.int32), "int64" if wide else "int32"))
         if streaming:
             return relax.call_tir(new_gv, new_args, out_ty)
@@ -100,10 +101,9 @@ def _elementwise_target(b: Bindings, var) -> int | None:
     k = b.kernel(var)
     if k is None:
         return None
-    gv, prim, _spec, args = k
-    attrs = prim.attrs or {}
-    if str(attrs.get("edgemem.op", "")) not in _ELEMENTWISE or "edgemem.inplace" in attrs:
+    if k.kind not in _ELEMENTWISE or kernel_attrs.inplace(k.prim) is not None:
         return None
+    args = k.args
     out_ty = b.defs[var].ty_args[0]
     for i, x in enumerate(args):
         if not isinstance(x, relax.Var) or isinstance(x.ty, relax.TupleType):
@@ -121,8 +121,8 @@ def _elementwise_call(b: Bindings, var, index: int):
     out_ty = b.defs[var].ty_args[0]
 
     def replacement(bb, env):
-        # no restrict: the output pointer may equal the input's
-        new_gv = add_kernel(bb, prim.with_attr("edgemem.inplace", index).with_attr("tir.noalias", False), prim)
+        # no restrict: the output pointer may equal the input's (with_inplace drops it)
+        new_gv = add_kernel(bb, kernel_attrs.with_inplace(prim, index), prim)
         return relax.call_tir(new_gv, [env.get(a, a) for a in args], out_ty)
 
     return replacement

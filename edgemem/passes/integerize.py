@@ -26,9 +26,10 @@ import tvm
 from tvm import relax
 
 from ..errors import UnsupportedModelError
-from ..kernels import int8_ops, logistic
+from ..kernels import int8_ops, kernel_attrs, logistic
+from ..kernels.specs import Conv2D, Depthwise, DequantizeFloat, KernelSpec, Pad
 from . import kernel_spec
-from .rewrite import abandon
+from .rewrite import Bindings, abandon
 from ..kernels.fixed_point import (
     activation_range,
     add_rescale,
@@ -90,27 +91,13 @@ class Dequant:
         return int(self.zero_point.reshape(-1)[0])
 
 
-class _Graph:
-    """The frontend's bindings, looked up by variable, with use counts."""
+class _Graph(Bindings):
+    """The frontend's bindings (rewrite.Bindings: definitions, readers, outputs, kernel calls), with the QDQ
+    lookups integerize adds: a value seen through plain bindings, constants evaluated on the host."""
 
-    def __init__(self, func):
-        self.defs: dict = {}
-        self.uses: dict = {}
-        self.users: dict = {}  # var -> the binding vars whose value reads it
+    def __init__(self, mod: tvm.IRModule):
+        super().__init__(mod)
         self._consts: dict = {}
-        for block in func.body.blocks:
-            for b in block.bindings:
-                self.defs[b.var] = b.value
-                for arg in getattr(b.value, "args", []):
-                    fields = arg.fields if isinstance(arg, relax.Tuple) else [arg]
-                    for a in fields:
-                        if isinstance(a, relax.Var):
-                            self.uses[a] = self.uses.get(a, 0) + 1
-                            self.users.setdefault(a, []).append(b.var)
-        body = func.body.body
-        for a in (body.fields if isinstance(body, relax.Tuple) else [body]):
-            if isinstance(a, relax.Var):
-                self.uses[a] = self.uses.get(a, 0) + 1
 
     def value(self, expr):
         """Look through variable bindings inside the function (not through int8 activations)."""
@@ -202,10 +189,9 @@ class _Integerizer:
         "image.resize2d": "_resize",
     }
 
-    def __init__(self, func, mod=None):
-        self.g = _Graph(func)
-        self.func = func
-        self.mod = mod  # the frontend's module: kernels it already called (int8 LSTM) live there
+    def __init__(self, mod: tvm.IRModule):
+        self.g = _Graph(mod)  # the frontend's module: kernels it already called (int8 LSTM) live there too
+        self.func = mod["main"]
         self.bb = relax.BlockBuilder()
         self.env: dict = {}  # old int8 var (or float var of a float island) -> new var
         self.count = 0
@@ -214,10 +200,10 @@ class _Integerizer:
 
     # -- emission
     def _call(self, name: str, prim: tvm.tirx.PrimFunc, args: list, out_shape, kind: str, macs: int, dtype: str = "int8",
-              spec: dict | None = None):
-        prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs))
+              spec: KernelSpec | None = None):
+        prim = kernel_attrs.with_kind(prim, kind, macs, symbol=name)
         if spec is not None:  # how the kernel was built: passes rebuild it with other shapes or padding
-            prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
+            prim = kernel_attrs.with_spec(prim, spec)
         gv = self.bb.add_func(prim, name)
         call = relax.call_tir(gv, args, relax.TensorType(tuple(out_shape), dtype))
         return self.bb.emit(call)
@@ -240,23 +226,23 @@ class _Integerizer:
         for var, value in self.g.defs.items():
             if _op(value) == "clip" and _dtype(var) == "int8":
                 src = value.args[0]
-                if isinstance(src, relax.Var) and _op(self.g.defs.get(src)) == "quantize" and self.g.uses.get(src, 0) == 1:
+                quantized = isinstance(src, relax.Var) and _op(self.g.defs.get(src)) == "quantize"
+                if quantized and self.g.sole_reader(src) is not None:
                     clip_of[src] = (float(value.args[1].value), float(value.args[2].value))
                     alias[var] = src
         with self.bb.function("main"):
             params = []
-            for p in self.func.params:
+            for p in self.g.params:
                 new = relax.Var(p.name, p.ty)
                 self.env[p] = new
                 params.append(new)
             with self.bb.dataflow():
-                for block in self.func.body.blocks:
-                    for b in block.bindings:
-                        try:
-                            self._binding(b.var, b.value, clip_of, alias)
-                        except UnsupportedModelError as exc:
-                            exc.relax_var = b.var  # lower.py names the TFLite operator from it
-                            raise
+                for var, value in self.g.defs.items():  # in binding order
+                    try:
+                        self._binding(var, value, clip_of, alias)
+                    except UnsupportedModelError as exc:
+                        exc.relax_var = var  # lower.py names the TFLite operator from it
+                        raise
                 outs = self._output_vars()
                 new_outs = [self._act(alias.get(o, o)) for o in outs]
                 # One output binding per output; the function returns their tuple (no tuple binding,
@@ -282,8 +268,8 @@ class _Integerizer:
     def _binding(self, var, value, clip_of, alias):
         if isinstance(value, relax.Tuple):
             return  # the outputs' tuple, rebuilt from the new outputs at the end
-        if self._is_kernel_call(value) or (isinstance(value, relax.TupleGetItem) and value.tuple_value in self.env):
-            self.env[var] = self._kernel_call(value, self._float_arg)
+        if self.g.kernel(var) is not None or (isinstance(value, relax.TupleGetItem) and value.tuple_value in self.env):
+            self.env[var] = self._kernel_call(var, self._float_arg)
             return
         if isinstance(value, relax.Var) and value in self.env:  # a plain rebinding (the frontend's output)
             self.env[var] = self.env[value]
@@ -312,20 +298,16 @@ class _Integerizer:
         else:
             raise UnsupportedModelError(f"edgemem cannot run '{op}' on int8 data as integers yet. Supported int8 operators: {', '.join(SUPPORTED_INT8_OPS)}.")
 
-    def _is_kernel_call(self, value) -> bool:
-        return isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"
-
-    def _kernel_call(self, value, arg=None):
+    def _kernel_call(self, var, arg=None):
         """A kernel the frontend called directly (an integer LSTM, an operator lowering) and its (output,
         workspace) pick: copied over with its operands renamed (by ``arg``, default ``_act``)."""
+        value = self.g.defs[var]
         if isinstance(value, relax.TupleGetItem):
             return self.bb.emit(relax.TupleGetItem(self.env[value.tuple_value], value.index))
         arg = arg or self._act
-        gv, args = value.args[0], value.args[1]
-        prim = self.mod[gv]
-        new_gv = self.bb.add_func(prim, self._name(str(prim.attrs.get("edgemem.op", gv.name_hint))))
-        fields = args.fields if isinstance(args, relax.Tuple) else [args]
-        new_args = [arg(a) if isinstance(a, relax.Var) else a for a in fields]
+        k = self.g.kernel(var)
+        new_gv = self.bb.add_func(k.prim, self._name(k.kind or k.gv.name_hint))
+        new_args = [arg(a) if isinstance(a, relax.Var) else a for a in k.args]
         out_ty = value.ty_args[0]
         out_ty = list(out_ty.fields) if isinstance(out_ty, relax.TupleType) else out_ty
         return self.bb.emit(relax.call_tir(new_gv, new_args, out_ty))
@@ -438,8 +420,8 @@ class _Integerizer:
                 new = relax.const(values.reshape(_shape(expr)), "float32")
             else:
                 new = self._dequantize_output(expr, value)
-        elif self._is_kernel_call(value):
-            new = self._kernel_call(value, self._float_arg)
+        elif self.g.kernel(expr) is not None:
+            new = self._kernel_call(expr, self._float_arg)
         elif isinstance(value, relax.Var):
             new = self._float(value)
         elif isinstance(value, relax.TupleGetItem):
@@ -496,7 +478,7 @@ class _Integerizer:
             o = wv.shape[3]
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kh, kw = wv.shape[:2]
-            builder, w_shape = "conv2d", tuple(wv.shape)
+            family, w_shape = Conv2D, tuple(wv.shape)
             kind, macs = "CONV_2D", int(np.prod(out_shape)) * kh * kw * wv.shape[2]
             wconst = np.ascontiguousarray(wv.astype(np.int8).transpose(3, 0, 1, 2))
             folded = int8_ops.folded_bias(bias, wv, in_zp, out_axis=3)
@@ -505,12 +487,12 @@ class _Integerizer:
             wconst = wv.reshape(kh, kw, o).astype(np.int8)
             mult, shift = conv_multipliers(in_scale, np.broadcast_to(wd.scale.reshape(-1), (o,)), out_scale)
             kind, macs = "DEPTHWISE_CONV_2D", int(np.prod(out_shape)) * kh * kw
-            builder, w_shape = "depthwise_conv2d", tuple(wconst.shape)
+            family, w_shape = Depthwise, tuple(wconst.shape)
             folded = int8_ops.folded_bias(bias, wconst, in_zp, out_axis=2)
         else:
             raise UnsupportedModelError(f"grouped conv2d (groups={groups}) is not a TFLite operator edgemem supports.")
-        spec = {"builder": builder, "x_shape": list(x_shape), "w_shape": list(w_shape), "has_bias": True, "folded": True,
-                "in_zp": int(in_zp), "stride": stride, "dilation": dil, "pad": pad, "out_shape": list(out_shape), "rq": rq}
+        spec = family(x_shape=x_shape, w_shape=w_shape, has_bias=True, folded=True, in_zp=in_zp, stride=stride,
+                      dilation=dil, pad=pad, out_shape=out_shape, rq=rq)
         prim = kernel_spec.build(spec)
         args = [x, relax.const(wconst), relax.const(folded), relax.const(mult), relax.const(shift)]
         return self._call(self._name(kind), prim, args, out_shape, kind, macs, spec=spec)
@@ -617,8 +599,8 @@ class _Integerizer:
         if d is None or d.is_const or d.scale.size != 1:
             raise UnsupportedModelError("the model output is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
         shape = _shape(var)
-        prim = int8_ops.dequantize_float(shape, d.scalar_scale, d.scalar_zp)
-        spec = {"builder": "dequantize_float", "shape": list(shape), "scale": float(d.scalar_scale), "zero_point": int(d.scalar_zp)}
+        spec = DequantizeFloat(shape=shape, scale=float(d.scalar_scale), zero_point=int(d.scalar_zp))
+        prim = kernel_spec.build(spec)
         return self._call(self._name("dequantize"), prim, [self._act(d.source)], shape, "DEQUANTIZE", 0, dtype="float32",
                           spec=spec)  # fmt: skip
 
@@ -629,8 +611,7 @@ class _Integerizer:
             raise UnsupportedModelError(f"PAD mode {a.pad_mode} (TFLite PAD is constant).")
         widths = [int(w) for w in a.pad_width]
         pad_value = int(round(float(a.pad_value)))  # the zero point (PAD) or constant_values (PADV2)
-        spec = {"builder": "pad", "x_shape": list(_shape(value.args[0])), "pad_before": widths[0::2],
-                "pad_after": widths[1::2], "pad_value": pad_value}
+        spec = Pad(x_shape=_shape(value.args[0]), pad_before=widths[0::2], pad_after=widths[1::2], pad_value=pad_value)
         prim = kernel_spec.build(spec)
         return self._call(self._name("pad"), prim, [self._act(value.args[0])], _shape(var), "PAD", 0, spec=spec)
 
@@ -690,7 +671,7 @@ def integerize(mod: tvm.IRModule) -> tvm.IRModule:
     """Rewrite the frontend's QDQ main function into integer kernels, one per TFLite operator, as the
     file has them (memory passes such as PAD folding and in-place kernels come after, in passes/).
     Float-only graphs are not handled here (they have no quantize)."""
-    rewriter = _Integerizer(mod["main"], mod)
+    rewriter = _Integerizer(mod)
     try:
         new = rewriter.run()
     except UnsupportedModelError:

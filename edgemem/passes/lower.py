@@ -9,6 +9,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ..kernels import kernel_attrs
 from ..kernels.float_schedule import scalar_schedule
 from ..errors import UnsupportedModelError
 from .integerize import integerize
@@ -36,7 +37,7 @@ def float_kernels(mod: tvm.IRModule) -> tvm.IRModule:
         for p in (relax.transform.FuseOps(), relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()):
             mod = p(mod)
     for gv, func in list(mod.functions.items()):
-        if isinstance(func, tvm.tirx.PrimFunc) and not (func.attrs is not None and "edgemem.op" in func.attrs):
+        if isinstance(func, tvm.tirx.PrimFunc) and not kernel_attrs.is_kernel(func):
             mod[gv] = scalar_schedule(func)  # edgemem's own kernels (registry lowerings) come scheduled
     return mod
 
@@ -46,7 +47,7 @@ def _opaque_own_kernels(mod: tvm.IRModule) -> tvm.IRModule:
     their own: FuseOps would group them with the legalized ops around them and FuseTIR fails to merge their
     buffers ("Inconsistent buffers ... mapped to the same relax var"); marked opaque, nothing fuses into them."""
     for gv, func in list(mod.functions.items()):
-        if isinstance(func, tvm.tirx.PrimFunc) and func.attrs is not None and "edgemem.op" in func.attrs:
+        if isinstance(func, tvm.tirx.PrimFunc) and kernel_attrs.is_kernel(func):
             mod[gv] = func.with_attr("op_pattern", 8)  # kOpaque
     return mod
 
@@ -57,7 +58,7 @@ def _has_int8_kernels(mod: tvm.IRModule) -> bool:
     or bool data (a float32 BATCH_MATMUL, a layout move) stays on TVM's float path, which keeps those calls as
     they are and lowers the float Relax ops around them."""
     for f in mod.functions.values():
-        if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and "edgemem.op" in f.attrs:
+        if isinstance(f, tvm.tirx.PrimFunc) and kernel_attrs.is_kernel(f):
             if any(str(getattr(p.ty, "dtype", "")) in ("int8", "int16") for p in f.params):
                 return True
     return False

@@ -5,7 +5,7 @@ A CONV_2D or DEPTHWISE_CONV_2D (the fast int8 kernels) whose input dies there --
 its storage (a kernel's output or a model input, not a view), not a model output -- keeps its kernel and
 gains a shift: its output may sit ``shift`` bytes from the input's start (memory/overlap.py derives the
 largest safe shift from the window geometry and the kernel's loop order, pixel by pixel). The output names
-the input as its alias with that shift (attribute ``edgemem.overlap``); the planner places the pair with it
+the input as its alias with that shift (kernel_attrs' ``overlap``); the planner places the pair with it
 when that lowers the arena, and the independent checker tests every pixel's writes against the input bytes
 still to be read.
 
@@ -17,7 +17,7 @@ bytes, ascending on a tie (the kernels as built). The kernel's parameters lose `
 output may share memory).
 
 MAX_POOL_2D and AVERAGE_POOL_2D (int8, TE kernels computing one output element at a time in NHWC order, their
-window in ``edgemem.window``) take the same rule, ascending only.
+window in kernel_attrs' ``window``) take the same rule, ascending only.
 
 Left out: the 16x8 kernels, a depthwise convolution
 the in-place pass already writes over its input (shift 0, no gain), a convolution whose output grows so
@@ -26,17 +26,17 @@ much that no shift saves a byte.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import tvm
 from tvm import relax, tirx
 from tvm.tirx import _ffi_api as _tirx_api
 
+from ..kernels import kernel_attrs
+from ..kernels.specs import Conv2D, Depthwise
 from ..memory import overlap as geometry
 from .rewrite import Bindings, add_kernel, rebuild
 
-_KINDS = ("conv2d", "depthwise_conv2d")  # the fast int8 builders (spec "folded"): loop order in memory/overlap.py
+_KINDS = (Conv2D, Depthwise)  # the fast int8 builders (spec "folded"): loop order in memory/overlap.py
 _OPS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 _POOLS = ("MAX_POOL_2D", "AVERAGE_POOL_2D")
 SHIFT_ALIGN = 16  # the shift is a multiple of every board's arena alignment (boards/*.toml: 4 to 16)
@@ -52,16 +52,14 @@ def _candidate(b: Bindings, var):
     k = b.kernel(var)
     if k is None:
         return None
-    gv, prim, spec, args = k
-    attrs = prim.attrs or {}
-    if "edgemem.inplace" in attrs:
+    _gv, prim, spec, args = k
+    if kernel_attrs.inplace(prim) is not None:
         return None
-    kind = str(attrs.get("edgemem.op", ""))
-    if kind in _OPS:  # the fast convolutions: x, w, bias, mult, shift, out
-        if spec is None or spec["builder"] not in _KINDS or not spec.get("folded") or len(prim.params) != 6:
+    if k.kind in _OPS:  # the fast convolutions: x, w, bias, mult, shift, out
+        if type(spec) not in _KINDS or not spec.folded or len(prim.params) != 6:
             return None  # a fused kernel (CONV_2D+ADD, ...) keeps no plain convolution's loop order or arguments
-    elif kind in _POOLS:  # int8 pooling (TE, one output element at a time, ascending): x, out
-        if "edgemem.window" not in attrs or len(prim.params) != 2:
+    elif k.kind in _POOLS:  # int8 pooling (TE, one output element at a time, ascending): x, out
+        if kernel_attrs.window(prim) is None or len(prim.params) != 2:
             return None
     else:
         return None
@@ -71,7 +69,7 @@ def _candidate(b: Bindings, var):
     reader = b.sole_reader(x)
     if reader is None or not reader.same_as(var) or x in b.outputs or not _owns_storage(b, x):
         return None
-    return geometry.kernel_geometry(attrs), x
+    return geometry.kernel_geometry(prim), x
 
 
 def _reversible(prim) -> bool:
@@ -127,8 +125,8 @@ def reverse_pixel_loops(prim: tirx.PrimFunc) -> tirx.PrimFunc:
 def overlap_kernel(prim: tirx.PrimFunc, order: str, shift: int) -> tirx.PrimFunc:
     """The kernel marked for partial liveness over its argument 0 (and reversed for ``reverse``)."""
     new = reverse_pixel_loops(prim) if order == geometry.REVERSE else prim
-    mark = json.dumps({"order": order, "shift": int(shift), "tile": geometry.TILE})
-    return new.with_attr("edgemem.inplace", 0).with_attr("edgemem.overlap", mark).with_attr("tirx.noalias", False)
+    mark = kernel_attrs.Overlap(order, int(shift), geometry.TILE)
+    return kernel_attrs.with_inplace(new, 0, mark)  # no restrict: input and output may share memory
 
 
 def _overlap_call(b: Bindings, var, order: str, shift: int):
@@ -150,9 +148,9 @@ def overlap_convolutions(mod: tvm.IRModule) -> tvm.IRModule:
     extent: dict = {}  # chain root -> (lowest, highest) byte of its members relative to the root
     for var in b.defs:
         k = b.kernel(var)
-        attrs = (k[1].attrs or {}) if k is not None else {}
-        if k is not None and "edgemem.inplace" in attrs and "edgemem.overlap" not in attrs:
-            src = k[3][int(attrs["edgemem.inplace"])]  # written over its input at the same offset: same place
+        inplace = kernel_attrs.inplace(k.prim) if k is not None else None
+        if inplace is not None and inplace.overlap is None:
+            src = k.args[inplace.index]  # written over its input at the same offset: same place
             if src in at:
                 at[var] = at[src]
             continue
@@ -164,8 +162,8 @@ def overlap_convolutions(mod: tvm.IRModule) -> tvm.IRModule:
         size_x = int(np.prod(g["x_shape"]))
         # descending only for the fast convolutions, whose outer loops walk pixel tiles (a TE pooling's outer
         # loop is the batch: reversing it would not reverse the pixels)
-        fast = str(attrs.get("edgemem.op", "")) in _OPS
-        orders = (geometry.FORWARD, geometry.REVERSE) if fast and _reversible(k[1]) else (geometry.FORWARD,)
+        fast = k.kind in _OPS
+        orders = (geometry.FORWARD, geometry.REVERSE) if fast and _reversible(k.prim) else (geometry.FORWARD,)
         choice = _choose(g, pos, extent.get(root, (0, size_x)), orders)
         if choice is None:
             continue

@@ -21,7 +21,7 @@ independent of Relax, so it is also tested on the random graphs of ``tests/rando
 ``remat`` applies the choices to the lowered Relax module: the copy is a call of a duplicate of the
 same kernel (its own C symbol, so EliminateCommonSubexpr does not merge it back), emitted before the
 first late reader; the outputs are bit for bit the same, since the kernel is the same function of the
-same inputs. MACs grow by the copy's (reported by the kernel's ``edgemem.macs``).
+same inputs. MACs grow by the copy's (reported by the kernel's ``macs`` attribute).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
+from ..kernels import kernel_attrs
 from ..schedule import exact
 from ..schedule.dag import Dag
 from ..schedule.exact import file_or_topo
@@ -43,9 +44,9 @@ CHEAP = frozenset({
     "ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "QUANTIZE", "DEQUANTIZE",
     "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU", "HARD_SWISH", "ABS", "NEG",
 })  # fmt: skip
-# Kernels whose output has other rules. An in-place kernel (edgemem.inplace) is copied only where its alias is
-# an input outside the arena (the graph then has no overlap to account for): the kernel is correct at any offset.
-_REFUSE = ("edgemem.workspace", "edgemem.state")
+# Kernels whose output has other rules (a workspace, state: kernel_attrs) are not copied. An in-place kernel is
+# copied only where its alias is an input outside the arena (the graph then has no overlap to account for): the
+# kernel is correct at any offset.
 
 EXACT_STATES = 20_000  # the evaluator's state budget per schedule (deterministic: no time limit)
 MAX_ROUNDS = 8  # copies taken at most
@@ -150,10 +151,9 @@ def _cheap_ops(b: Bindings, graph, dag: Dag, kvars: list) -> set[int]:
         k = b.kernel(var)
         if k is None or op.kind not in CHEAP or var in b.outputs or isinstance(var.ty, relax.TupleType):
             continue
-        attrs = k[1].attrs or {}
-        if any(a in attrs for a in _REFUSE):
+        if kernel_attrs.workspace(k.prim) is not None or kernel_attrs.state(k.prim):
             continue
-        if "edgemem.inplace" in attrs and graph.tensors[op.output].alias_of is not None:
+        if kernel_attrs.inplace(k.prim) is not None and graph.tensors[op.output].alias_of is not None:
             continue  # its DAG size counts the overlap with its dying input, which a copy would not have
         readers = b.readers.get(var, [])
         if not all(r in index and any(a.same_as(var) for a in _call_args(b.defs[r])) for r in readers):

@@ -23,9 +23,10 @@ import tvm
 import tvm_ffi
 from tvm import relax, tirx
 
+from ..kernels import kernel_attrs
 from .rewrite import Bindings, rebuild
 
-# the fast kernels' kinds (edgemem.op) whose output stores fuse_epilogue may rewrite: each stores every output
+# the fast kernels' kinds (kernel_attrs.op) whose output stores fuse_epilogue may rewrite: each stores every output
 # element once and never reads its output (checked again on the TIR)
 ANCHORS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
@@ -64,9 +65,8 @@ def _stores_only_once_per_element(anchor: tirx.PrimFunc) -> bool:
     """The anchor is one of the fast kernels (block-less TIR, int8 output) and names its output only in its
     stores into it: no load of it, no view of its data (``decl_buffer(data=out.data)``), whose stores the
     rewrite would miss."""
-    kind = str((anchor.attrs or {}).get("edgemem.op", ""))
     out = anchor.params[-1]
-    if kind not in ANCHORS or "edgemem.inplace" in (anchor.attrs or {}) or str(out.ty.dtype) != "int8":
+    if kernel_attrs.op(anchor) not in ANCHORS or kernel_attrs.inplace(anchor) is not None or str(out.ty.dtype) != "int8":
         return False  # int8 only: the int16 kernels are not checked against this form
     blocks, names, stores = [], [], []
     tvm_ffi.structural_walk(anchor.body, [
@@ -116,7 +116,7 @@ def fuse_epilogue(anchor: tirx.PrimFunc, reader: tirx.PrimFunc, slot: int) -> ti
     params = [*anchor.params[:-1], *(p for i, p in enumerate(reader.params[:-1]) if i != slot), reader.params[-1]]
     fused = tirx.PrimFunc(params, body, attrs=anchor.attrs)
     # the spec describes the anchor alone: a pass rebuilding from it would drop the epilogue
-    return fused.without_attr("edgemem.spec") if "edgemem.spec" in (fused.attrs or {}) else fused
+    return kernel_attrs.without_spec(fused)
 
 
 def _subst(expr, env: dict):
@@ -130,19 +130,19 @@ def _pair(b: Bindings, var):
     """(anchor var, reader var, slot, fused PrimFunc) if ``var``'s kernel is a fast anchor whose result only
     one element-wise kernel reads, once, and the two fuse; else None."""
     k = b.kernel(var)
-    if k is None or not _stores_only_once_per_element(k[1]):
+    if k is None or not _stores_only_once_per_element(k.prim):
         return None
     reader = b.sole_reader(var)
     rk = b.kernel(reader) if reader is not None else None
-    if rk is None or sum(1 for a in rk[3] if a.same_as(var)) != 1:
+    if rk is None or sum(1 for a in rk.args if a.same_as(var)) != 1:
         return None
-    slot = next(i for i, a in enumerate(rk[3]) if a.same_as(var))
-    fused = fuse_epilogue(k[1], rk[1], slot)
+    slot = next(i for i, a in enumerate(rk.args) if a.same_as(var))
+    fused = fuse_epilogue(k.prim, rk.prim, slot)
     return None if fused is None else (var, reader, slot, fused)
 
 
 def _kinds(*prims) -> str:
-    return "+".join(str(p.attrs["edgemem.op"]) for p in prims)
+    return "+".join(kernel_attrs.op(p) for p in prims)
 
 
 def fuse_pairs(mod: tvm.IRModule, keep=lambda name, prim: True) -> tvm.IRModule:
@@ -167,23 +167,21 @@ def _one_per_reader(pairs) -> list:
 
 def _name(b: Bindings, pair) -> str:
     anchor, reader = pair[0], pair[1]
-    return f"{b.kernel(anchor)[0].name_hint}_{b.kernel(reader)[0].name_hint}"
+    return f"{b.kernel(anchor).gv.name_hint}_{b.kernel(reader).gv.name_hint}"
 
 
 def _named(b: Bindings, pair, inplace: int | None = None) -> tirx.PrimFunc:
     anchor, reader, _slot, fused = pair
-    a, r = b.kernel(anchor)[1], b.kernel(reader)[1]
-    attrs = {"global_symbol": _name(b, pair), "edgemem.op": _kinds(a, r),
-             "edgemem.macs": int(a.attrs.get("edgemem.macs", 0)) + int(r.attrs.get("edgemem.macs", 0))}
+    a, r = b.kernel(anchor).prim, b.kernel(reader).prim
+    macs = kernel_attrs.macs(a) + kernel_attrs.macs(r)
+    fused = kernel_attrs.with_kind(fused, _kinds(a, r), macs, symbol=_name(b, pair))
     if inplace is not None:  # no restrict: the output pointer may equal the skip's
-        attrs.update({"edgemem.inplace": inplace, "tirx.noalias": False})
-    for key, value in attrs.items():
-        fused = fused.with_attr(key, value)
+        fused = kernel_attrs.with_inplace(fused, inplace)
     return fused
 
 
 def _call(b: Bindings, anchor, reader, slot, fused, inplace: int | None = None):
-    args = b.kernel(anchor)[3] + [a for i, a in enumerate(b.kernel(reader)[3]) if i != slot]
+    args = b.kernel(anchor).args + [a for i, a in enumerate(b.kernel(reader).args) if i != slot]
     prim = _named(b, (anchor, reader, slot, fused), inplace)
     out_ty = b.defs[reader].ty_args[0]
 
@@ -202,9 +200,9 @@ def _skip_slot(b: Bindings, anchor, reader, slot) -> int | None:
     from .inplace import _owns_storage
 
     rk = b.kernel(reader)
-    if str(rk[1].attrs.get("edgemem.op", "")) != "ADD" or len(rk[3]) != 2:
+    if rk.kind != "ADD" or len(rk.args) != 2:
         return None
-    skip = rk[3][1 - slot]
+    skip = rk.args[1 - slot]
     out_ty = b.defs[reader].ty_args[0]
     if not isinstance(skip, relax.Var) or isinstance(skip.ty, relax.TupleType) or skip in b.outputs:
         return None
@@ -213,7 +211,7 @@ def _skip_slot(b: Bindings, anchor, reader, slot) -> int | None:
     others = [r for r in b.readers.get(skip, []) if not r.same_as(reader)]
     if any(r.same_as(anchor) or b.kernel(r) is None for r in others) or not _owns_storage(b, skip):
         return None
-    return len(b.kernel(anchor)[3])  # the reader's other inputs follow the anchor's: the skip is the first of them
+    return len(b.kernel(anchor).args)  # the reader's other inputs follow the anchor's: the skip is the first of them
 
 
 def residual_inplace(mod: tvm.IRModule) -> tvm.IRModule:

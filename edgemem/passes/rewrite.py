@@ -8,12 +8,13 @@ replaced or dropped; every other binding is copied with its arguments renamed.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import tvm
 from tvm import relax
 
-from . import kernel_spec
+from ..kernels import kernel_attrs
+from ..kernels.specs import KernelSpec
 
 
 def abandon(bb: relax.BlockBuilder) -> None:
@@ -24,6 +25,21 @@ def abandon(bb: relax.BlockBuilder) -> None:
             close()
         except Exception:  # noqa: BLE001  (nothing was open at that level)
             pass
+
+
+class Kernel(NamedTuple):
+    """A kernel call in main: the kernel's GlobalVar, its PrimFunc, how it was built (None if not from a
+    spec), and the call's arguments (Relax expressions, in parameter order)."""
+
+    gv: relax.GlobalVar
+    prim: tvm.tirx.PrimFunc
+    spec: KernelSpec | None
+    args: list
+
+    @property
+    def kind(self) -> str:
+        """The operator kind the kernel computes ("" for a kernel without one)."""
+        return kernel_attrs.op(self.prim) or ""
 
 
 class Bindings:
@@ -46,14 +62,14 @@ class Bindings:
             if isinstance(self.defs.get(o), relax.Tuple):
                 self.outputs |= set(_vars_in(self.defs[o]))
 
-    def kernel(self, var) -> tuple | None:
-        """(GlobalVar, PrimFunc, spec, args) of the kernel call bound to ``var``, else None."""
+    def kernel(self, var) -> Kernel | None:
+        """The kernel call bound to ``var``, else None."""
         value = self.defs.get(var)
         if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"):
             return None
         gv, args = value.args[0], value.args[1]
         prim = self.mod[gv]
-        return gv, prim, kernel_spec.of(prim), list(args.fields if isinstance(args, relax.Tuple) else [args])
+        return Kernel(gv, prim, kernel_attrs.spec(prim), list(args.fields if isinstance(args, relax.Tuple) else [args]))
 
     def sole_reader(self, var):
         """The one var whose value reads ``var`` (None if several or none, or if ``var`` is returned)."""
@@ -118,6 +134,4 @@ def add_kernel(bb: relax.BlockBuilder, prim, like, suffix: str = "r") -> relax.G
     """Add ``prim`` as a new kernel with the C-visible attributes of ``like`` (its kind and MACs), named
     after it with ``suffix``."""
     name = f"{like.attrs['global_symbol']}_{suffix}"
-    for key in ("edgemem.op", "edgemem.macs"):
-        prim = prim.with_attr(key, like.attrs[key])
-    return bb.add_func(prim.with_attr("global_symbol", name), name)
+    return bb.add_func(kernel_attrs.with_kind(prim, kernel_attrs.op(like), kernel_attrs.macs(like), symbol=name), name)

@@ -18,6 +18,7 @@ def tvm_default_baseline(mod, measure_fn) -> dict:
     from tvm import relax
 
     from ..codegen.kernels_c import allocation_bytes
+    from ..kernels import kernel_attrs
 
     target = tvm.target.Target({"kind": "c"})
     try:
@@ -28,7 +29,7 @@ def tvm_default_baseline(mod, measure_fn) -> dict:
         last = str(exc).strip().splitlines()[-1][-160:] if str(exc).strip() else ""
         return {"arena_bytes": None, "reason": f"n/a: TVM's default pipeline fails on the lowered module ({type(exc).__name__}: {last})"}
     fused = {gv.name_hint: f for gv, f in graph_part.functions.items()
-             if isinstance(f, tvm.tirx.PrimFunc) and "edgemem.op" not in (f.attrs or {})}  # fmt: skip
+             if isinstance(f, tvm.tirx.PrimFunc) and not kernel_attrs.is_kernel(f)}  # fmt: skip
     scratch = max(allocation_bytes(fused).values(), default=0) if fused else 0
     figures = measure_fn(graph_part)
     figures["macs"] = measure_fn(mod)["macs"]  # fusion moves MACs, never changes them (fused kernels carry no count)

@@ -27,6 +27,7 @@ import tvm.s_tir
 import tvm_ffi
 from tvm import relax, tirx
 
+from ..kernels import kernel_attrs
 from .residual import fuse_pairs
 
 SCRATCH_LIMIT = 256  # bytes of kernel scratch a fused kernel may keep (edgemem's own kernels keep <= 256)
@@ -36,8 +37,9 @@ def _group_kinds(mod: tvm.IRModule) -> dict[str, tuple[list[str], int]]:
     """Fused Relax function name -> (kinds of the kernels it calls, their MACs), read after FuseOps."""
     groups = {}
     for group, names in _group_members(mod).items():
-        attrs = [mod[name].attrs or {} for name in names]
-        groups[group] = ([str(a.get("edgemem.op", n)) for a, n in zip(attrs, names)], sum(int(a.get("edgemem.macs", 0)) for a in attrs))
+        prims = [mod[name] for name in names]
+        kinds = [kernel_attrs.op(p) or n for p, n in zip(prims, names)]
+        groups[group] = (kinds, sum(kernel_attrs.macs(p) for p in prims))
     return groups
 
 
@@ -171,7 +173,7 @@ def fuse_ops(mod: tvm.IRModule, level: int = 2, max_pattern: int = OPAQUE) -> tv
             held_back |= _to_hold_back(members[g])
     for gv, func in kernels.items():
         group, macs = kinds[gv.name_hint]
-        fused[gv] = _with(func, {"global_symbol": gv.name_hint, "edgemem.op": "+".join(group), "edgemem.macs": macs})
+        fused[gv] = kernel_attrs.with_kind(func, "+".join(group), macs, symbol=gv.name_hint)
     return fused
 
 
@@ -182,8 +184,3 @@ def _fits(name: str, prim: tirx.PrimFunc) -> bool:
     except Exception:  # noqa: BLE001 - a fused kernel the C path cannot take: that pair stays apart
         return False
 
-
-def _with(func: tirx.PrimFunc, attrs: dict) -> tirx.PrimFunc:
-    for key, value in attrs.items():
-        func = func.with_attr(key, value)
-    return func

@@ -19,7 +19,7 @@ so the report shows the plan the firmware runs, not a recomputation of it:
 
 from __future__ import annotations
 
-import json
+import dataclasses
 
 from ..board import Board
 from ..ir.graph import OpGraph
@@ -76,25 +76,24 @@ def kernel_variant(graph: OpGraph, op) -> dict:
     and whether it is the fast (folded-bias, hand-written) or the reference one, the input it writes over (in
     place), the element-wise operators fused into its stores (passes/residual.py: ``CONV_2D+ADD``), and the
     in-place depthwise's row delay. ``label``: the same in a few words, for the report's table."""
-    from ..passes import kernel_spec
+    from ..kernels import kernel_attrs
 
-    attrs = op.prim.attrs or {}
-    spec = kernel_spec.of(op.prim) or {}
+    spec = kernel_attrs.spec(op.prim)
     kinds = op.kind.split("+")
-    builder = spec.get("builder")
+    builder = spec.builder if spec is not None else None
     fast = None  # only the convolutions and FULLY_CONNECTED have two variants
     if kinds[0] in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
         # fused kernels drop the spec and FULLY_CONNECTED's fast kernel has none: then the TIR's form tells
-        fast = bool(spec.get("folded")) if spec else _blockless(op.prim)
+        fast = bool(getattr(spec, "folded", False)) if spec is not None else _blockless(op.prim)
     in_place = None
-    if "edgemem.inplace" in attrs:
-        k = int(attrs["edgemem.inplace"])
-        in_place = op.inputs[k] if k < len(op.inputs) else None
+    mark = kernel_attrs.inplace(op.prim)
+    if mark is not None:
+        in_place = op.inputs[mark.index] if mark.index < len(op.inputs) else None
     elif op.writes_input is not None:
         in_place = op.inputs[op.writes_input]
-    overlap = json.loads(str(attrs["edgemem.overlap"])) if "edgemem.overlap" in attrs else None
+    overlap = dataclasses.asdict(mark.overlap) if mark is not None and mark.overlap is not None else None
     variant = {"builder": builder, "fast": fast, "in_place_over": in_place, "fused": kinds[1:],
-               "delay": spec.get("delay"), "overlap": overlap}  # overlap: partial liveness' order and shift
+               "delay": getattr(spec, "delay", None), "overlap": overlap}  # overlap: partial liveness' order and shift
     label = builder or kinds[0].lower()
     if fast is not None:
         label += ", fast" if fast else ", reference"

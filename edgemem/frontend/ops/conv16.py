@@ -23,6 +23,7 @@ import tflite
 
 from ...kernels import conv16 as k
 from ...kernels.fixed_point import activation_range, conv_multipliers, fully_connected_multiplier
+from ...kernels.specs import Depthwise16
 from .registry import OpContext, lowering
 
 _ACTS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
@@ -172,8 +173,8 @@ def depthwise_conv_2d(ctx: OpContext):
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
     # the spec lets passes/inplace.py rebuild it to write over its input (kernel_spec's depthwise_conv2d16)
-    spec = {"builder": "depthwise_conv2d16", "x_shape": list(x_shape), "w_shape": list(w_shape[1:]), "out_shape": list(out_shape),
-            "stride": list(stride), "dilation": list(dilation), "pad": [pt, pl], "has_bias": bias is not None, "act": list(act)}
+    spec = Depthwise16(x_shape=x_shape, w_shape=w_shape[1:], out_shape=out_shape, stride=stride, dilation=dilation,
+                       pad=(pt, pl), has_bias=bias is not None, act=act)
     prim = k.depthwise_conv2d(x_shape, w_shape[1:], out_shape, stride, dilation, (pt, pl), bias is not None, act)
     args = [ctx.expr(x), w.reshape(w_shape[1:])] + ([_const(bias)] if bias is not None else []) + [mult, shift]
     macs = int(np.prod(out_shape)) * w_shape[1] * w_shape[2]

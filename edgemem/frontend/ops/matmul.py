@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...kernels import kernel_attrs
 from ...kernels import matmul as kernels
 from ...kernels.fixed_point import conv_multipliers, fully_connected_multiplier, quantize_multiplier
 from .registry import OpContext, lowering
@@ -277,6 +278,6 @@ def svdf(ctx: OpContext):
                             quant=(in_zp, m1, s1, st_zp, m2, s2, out_zp))
         state0 = kernels.svdf_initial_state(batch, n_filter * n_memory, state_dtype, st_zp)
         args = [ctx.expr(x_t), wf.astype(np.int8), wt, bias.reshape(-1).astype(np.int32), state0]
-    prim = prim.with_attr("edgemem.state", str(kernels.SVDF_STATE_PARAM))
+    prim = kernel_attrs.with_state(prim, (kernels.SVDF_STATE_PARAM,))
     macs = batch * n_filter * (n_input + n_memory)
     return ctx.emit("SVDF", prim, args, (batch, n_unit), dtype, macs)

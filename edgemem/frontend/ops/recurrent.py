@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...kernels import kernel_attrs
 from ...kernels import lstm as lstm_kernel
 from .. import lstm as integer_lstm
 from .registry import OpContext, lowering
@@ -62,7 +63,7 @@ def lstm_float(ctx: OpContext):
     if y_shape != ((steps, batch, n) if time_major else (batch, steps, n)):
         ctx.refuse(f"its output shape {list(y_shape)} does not match input {list(x_shape)} and {n} units.")
     prim = lstm_kernel.lstm_float(steps, batch, n_in, n, time_major, float(opts.CellClip()))
-    prim = prim.with_attr("edgemem.state", ",".join(str(i) for i in lstm_kernel.FLOAT_STATE_PARAMS))
+    prim = kernel_attrs.with_state(prim, lstm_kernel.FLOAT_STATE_PARAMS)
     hidden, cell = lstm_kernel.float_initial_state(batch, n)
     args = [ctx.expr(x_t), np.stack(wx).astype(np.float32), np.stack(wh).astype(np.float32),
             np.stack([v.reshape(-1) for v in bias]).astype(np.float32), hidden, cell]  # fmt: skip

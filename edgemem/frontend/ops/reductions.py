@@ -20,12 +20,10 @@ resize_bilinear.cc, pooling.cc); kernels in kernels/reductions.py and kernels/in
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import tflite
 
-from ...kernels import int8_ops
+from ...kernels import int8_ops, kernel_attrs
 from ...kernels import reductions as kr
 from ...kernels.fixed_point import activation_range, add_rescale, mean_multiplier, rescale_multiplier
 from .registry import OpContext, lowering
@@ -259,8 +257,8 @@ def _pool(ctx: OpContext, kind: str):
         build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
         prim = build(x_shape, filt, stride, (pt, pl), out_shape, rq)
         # the window, for partial liveness (passes/overlap.py: output over the input rows no later pixel reads)
-        prim = prim.with_attr("edgemem.window", json.dumps({"x_shape": list(x_shape), "out_shape": list(out_shape),
-                                                            "kernel": list(filt), "stride": list(stride), "pad": [pt, pl]}))
+        prim = kernel_attrs.with_window(prim, kernel_attrs.Window(tuple(x_shape), tuple(out_shape), tuple(filt),
+                                                                  tuple(stride), (pt, pl)))
     else:
         build = kr.average_pool if kind == "AVERAGE_POOL_2D" else kr.max_pool
         prim = build(x_shape, dtype, filt, stride, (pt, pl), out_shape, act_min, act_max)

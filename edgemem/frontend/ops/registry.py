@@ -172,18 +172,18 @@ class OpContext:
         """Stop the import with a message about this operator (the converter adds its index and output)."""
         raise UnsupportedModelError(why)
 
-    def emit(self, kind: str, prim, args: list, out_shape, dtype: str, macs: int = 0, spec: dict | None = None, tag: str = ""):
+    def emit(self, kind: str, prim, args: list, out_shape, dtype: str, macs: int = 0, spec=None, tag: str = ""):
         """One ``call_tir`` to ``prim`` (a kernel built with TFLM's arithmetic) with ``args`` (Relax exprs;
         numpy arrays become constants in flash), returning its output var. ``kind`` is the TFLite operator the
-        kernel computes (reports, profiling); ``spec`` says how it was built (passes/kernel_spec.py)."""
+        kernel computes (reports, profiling); ``spec`` (kernels/specs.py) says how it was built."""
         from tvm import relax
 
-        from ...passes import kernel_spec
+        from ...kernels import kernel_attrs
 
         name = f"{kind.lower()}_{self.index}{tag}"
-        prim = prim.with_attr("global_symbol", name).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs))
+        prim = kernel_attrs.with_kind(prim, kind, macs, symbol=name)
         if spec is not None:
-            prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
+            prim = kernel_attrs.with_spec(prim, spec)
         gv = self.conv.bb.add_func(prim, name)
         # relax.const narrows int64 and float64 arrays to int32/float32: pass relax.const(a, "int64") for an int64 one
         call_args = [relax.const(a) if isinstance(a, np.ndarray) else a for a in args]
