@@ -57,6 +57,8 @@ from tvm import relax, te
 
 from ..ir.graph import Op, OpGraph, Tensor
 from ..memory.patches import StageOp, Window, box_size, grid, patch_pad, regions
+from ..kernels import kernel_attrs
+from ..kernels.specs import Conv2D, Depthwise, DepthwiseInplace
 from . import kernel_spec
 from .rewrite import Bindings, rebuild
 
@@ -66,7 +68,7 @@ ELEMENTWISE = frozenset({
     "LOGISTIC", "TANH", "ABS", "NEG", "MAXIMUM", "MINIMUM",
 })  # fmt: skip
 STAGE_KINDS = ELEMENTWISE | {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE"}  # the early floor's Patch capability
-_PLAIN = {"conv2d": "conv2d", "depthwise_conv2d": "depthwise_conv2d", "depthwise_conv2d_inplace": "depthwise_conv2d"}
+_PLAIN = (Conv2D, Depthwise, DepthwiseInplace)  # int8 convolutions (an in-place depthwise is rebuilt out of place)
 _REFUSE = ("edgemem.workspace", "edgemem.state")
 _DROP_ATTRS = ("edgemem.inplace", "edgemem.overlap", "edgemem.spec", "global_symbol")
 NCHW_TO_NHWC = (0, 2, 3, 1)
@@ -116,9 +118,9 @@ def _kernel_vars(mod) -> list:
 
 
 def _window(spec) -> Window:
-    kh, kw = int(spec["w_shape"][0]), int(spec["w_shape"][1])
-    (sh, sw), (dh, dw) = spec["stride"], spec["dilation"]
-    return Window(kh, kw, int(sh), int(sw), int(dh), int(dw), int(spec["pad"][0]), int(spec["pad"][1]))
+    kh, kw = int(spec.w_shape[0]), int(spec.w_shape[1])
+    (sh, sw), (dh, dw) = spec.stride, spec.dilation
+    return Window(kh, kw, int(sh), int(sw), int(dh), int(dw), int(spec.pad[0]), int(spec.pad[1]))
 
 
 def _elementwise(prim, shape) -> bool:
@@ -143,7 +145,7 @@ def _stage_kind(graph: OpGraph, b: Bindings, var, op, params: set) -> tuple[str,
         return None
     spec = kernel_spec.of(op.prim)
     if op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-        if spec is None or spec.get("builder") not in _PLAIN or (spec["builder"].endswith("_inplace") and not spec.get("folded")):
+        if not isinstance(spec, _PLAIN):
             return None  # e.g. a convolution fused with its residual ADD (no spec to rebuild it from)
         return "conv", _window(spec)
     if op.kind == "TRANSPOSE" and len(op.inputs) == 1 and op.inputs[0] in params:
@@ -430,10 +432,10 @@ def _clean(prim):
     return prim
 
 
-def _add(bb, prim, symbol: str, kind: str, macs: int, spec: dict | None = None):
+def _add(bb, prim, symbol: str, kind: str, macs: int, spec=None):
     prim = _clean(prim).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs)).with_attr("global_symbol", symbol)
     if spec is not None:  # later passes (in-place depthwise, overlap) rebuild the patch kernel from it
-        prim = prim.with_attr("edgemem.spec", kernel_spec.dumps(spec))
+        prim = kernel_attrs.with_spec(prim, spec)
     return bb.add_func(prim, symbol)
 
 
@@ -480,8 +482,8 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
                         for name, a in zip(op.inputs, args0)]  # fmt: skip
                 if pop.what == "conv":
                     x_shape = tuple(int(d) for d in args[0].ty.shape.values)
-                    new = {key: v for key, v in spec.items() if key != "delay"}
-                    new.update(builder=_PLAIN[spec["builder"]], x_shape=list(x_shape), out_shape=list(pop.shape), pad=list(pop.pad))
+                    new = dataclasses.replace(spec.out_of_place(), x_shape=tuple(x_shape), out_shape=tuple(pop.shape),
+                                              pad=tuple(pop.pad))  # fmt: skip
                     gv = _add(bb, kernel_spec.build(new), symbol, op.kind, pop.macs, new)
                 else:
                     prim = _retarget(prim0, graph.tensors[op.output].shape, pop.shape, pop.begin)
