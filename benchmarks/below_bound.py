@@ -9,7 +9,7 @@ tensors live at one step of its operator order) and its arena; "zero-MAC arena" 
 counts the bytes an output shares with its input once. With ``--run`` the second build runs under QEMU: outputs
 compared with TFLite Micro, the device's arena high-water mark against the plan, instructions per inference next
 to the first build's (same input, seed 0). Models larger than the board are planned with --ram/--flash of 64 MiB.
-Patch-based arenas (input in / outside the arena) and their Pareto points are not built yet: columns left out.
+Patch-based arenas (input in / outside the arena) and their Pareto points: benchmarks/patches.py.
 """
 
 from __future__ import annotations

@@ -251,11 +251,12 @@ def test_package_table_loads():
 # -- real models ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, plain, best", [
-    ("armzoo_kws_micronet_m_int8", 86_100, 68_652),  # 69,092 in place; 68,652 with partial liveness (inplace_overlap)
-    ("mltk_kws_mobilenetv2_int8", 76_176, 36_032),  # 42,000 in place; 36,032 with partial liveness
+@pytest.mark.parametrize("name, plain, best, patched", [
+    # 69,092 in place; 68,652 with partial liveness (inplace_overlap); 35,000 with patches (4x1 after op 2, +1.1 % MACs)
+    ("armzoo_kws_micronet_m_int8", 86_100, 68_652, 35_000),
+    ("mltk_kws_mobilenetv2_int8", 76_176, 36_032, 10_960),  # 42,000 in place; 36,032 with partial liveness
 ])  # fmt: skip
-def test_real_model_reaches_the_known_best_bit_exact(name, plain, best):
+def test_real_model_reaches_the_known_best_bit_exact(name, plain, best, patched):
     import tvm
     from tvm import relax
 
@@ -267,6 +268,8 @@ def test_real_model_reaches_the_known_best_bit_exact(name, plain, best):
     mod = lower_to_kernels(import_tflite(path).relax_mod)
     result = orchestrate(mod, table=EffectTable(), time_budget=60.0, baselines=("none", "fixed", "tvm_default"))
     assert result.baselines["none"]["arena_bytes"] == plain
+    if any(step.name == "patches" for step in result.sequence):  # patches takes seconds: reached within the budget
+        best = patched
     assert result.search_figures["arena_bytes"] == best == result.figures["arena_bytes"]
     assert result.baselines["tvm_default"]["arena_bytes"] >= best  # measured now (graph part + fused scratch)
     assert result.sequence and result.sequence[-1].arena_bytes == best
@@ -284,9 +287,11 @@ def test_build_runs_the_orchestrator_and_reports_it(tmp_path):
     path = _model("armzoo_kws_micronet_m_int8")
     minimizing = pipeline.build(path, "stm32f746", tmp_path / "min", pipeline.BuildOptions(compile=False, opt_margin=1.0))
     info = minimizing.info
-    assert [s["pass"] for s in info["passes"]["sequence"]] == ["inplace_depthwise", "inplace_overlap"]
+    steps = [s["pass"] for s in info["passes"]["sequence"]]
+    assert steps[:2] == ["inplace_depthwise", "inplace_overlap"] and steps[2:] in ([], ["patches"])  # within 5 s
     assert info["passes"]["sequence"][0]["d_arena"] == 69_092 - 86_100
-    assert info["arena_bytes"] == 68_652 and info["passes"]["source"] == "search"  # partial liveness: issue 20
+    # partial liveness (issue 20): 68,652; then patches, if the search reaches it in its 5 s: 35,000
+    assert info["arena_bytes"] == (35_000 if "patches" in steps else 68_652) and info["passes"]["source"] == "search"
     assert info["pass_baselines"]["none"]["arena_bytes"] == 86_100
     assert info["pass_baselines"]["fixed"]["arena_bytes"] == 69_092
     assert info["pass_baselines"]["tvm_default"]["arena_bytes"] == 86_100  # no fusion group in MicroNet: the plain graph

@@ -82,6 +82,32 @@ class DropDead:
         return self.note
 
 
+@dataclass(frozen=True)
+class Patch:
+    """An op of ``kinds`` fed by the graph inputs through such ops only may run patch by patch
+    (passes/patches.py): its tensors never exist whole but the stage's last output, whose readers keep
+    their own floor. What stays is a graph input it reads: the step that reads a patch of it (the copy of
+    the box, or the op reading it in place) holds it whole. So its floor is those inputs' bytes (a promise
+    of more than the pass does is sound)."""
+
+    kinds: frozenset[str]
+    note: str = "ops of a patch stage at the graph input run tile by tile"
+
+    def __str__(self) -> str:
+        return self.note
+
+
+def patchable(model: MemoryModel, capabilities) -> set[int]:
+    """The ops a Patch capability may run tile by tile: its kinds, reading graph inputs or such ops' outputs."""
+    kinds = set().union(*(c.kinds for c in capabilities if isinstance(c, Patch)))
+    out: set[int] = set()
+    for v, op in enumerate(model.ops):  # ops are in a topological order
+        if op.kind in kinds and all(model.storages[t].producer is None or model.storages[t].producer in out
+                                    for t in op.reads if t in model.storages):  # fmt: skip
+            out.add(v)
+    return out
+
+
 MAX_WORLD_BITS = 10  # vanishing tensors of one op enumerated exactly (more: all vanish, a weaker floor)
 
 
@@ -119,8 +145,12 @@ def op_floors(model: MemoryModel, capabilities=()) -> list[int]:
     gone = vanishing(model, capabilities)
     overlaps = [c for c in capabilities if isinstance(c, Overlap)]
     drop_dead = any(isinstance(c, DropDead) for c in capabilities)
+    patched = patchable(model, capabilities)
     out = []
     for v, op in enumerate(model.ops):
+        if v in patched:
+            out.append(sum(size[t] for t in op.reads if t in size and model.storages[t].producer is None))
+            continue
         if drop_dead and op.writes and all(
                 not model.storages[t].readers and not model.storages[t].pinned for t in op.writes if t in size):
             out.append(0)

@@ -32,7 +32,7 @@ from typing import Callable
 import tvm
 from tvm import relax
 
-from ..memory.floor import ANCHORS, DropDead, Elide, Overlap
+from ..memory.floor import ANCHORS, DropDead, Elide, Overlap, Patch
 
 _CONVS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})
 # Fusion's capabilities: every kind but the anchors (memory/floor.py: convolutions, matrix products, pooling,
@@ -74,6 +74,7 @@ def _edgemem_passes() -> list[GraphPass]:
     from .fold_pad import fold_pad
     from .inplace import _ELEMENTWISE, inplace_depthwise, inplace_elementwise
     from .overlap import overlap_convolutions
+    from .patches import STAGE_KINDS, patches
     from .remat import remat
     from .residual import residual_inplace
 
@@ -98,6 +99,8 @@ def _edgemem_passes() -> list[GraphPass]:
         # no floor capability: a copy has its original's inputs and output, so no operator's own need changes
         GraphPass("remat", "a cheap tensor (pooling, element-wise, PAD) held across the peak is recomputed for its late readers",
                   remat, "edgemem"),
+        GraphPass("patches", "the first operators run tile by tile (halos recomputed) so their large tensors never exist whole",
+                  patches, "edgemem", (Patch(STAGE_KINDS | {"PAD", "PADV2"}),)),  # PADs: folded first (fold_pad)
     ]  # fmt: skip
 
 
@@ -132,15 +135,24 @@ TVM_PASSES = [
 
 
 def catalogue() -> list[GraphPass]:
-    """Every pass, edgemem's first."""
-    return _edgemem_passes() + TVM_PASSES
+    """Every pass, edgemem's first; patches last (the orchestrator detects in this order, and it costs seconds)."""
+    ours = _edgemem_passes()
+    return [p for p in ours if p.name != "patches"] + TVM_PASSES + [p for p in ours if p.name == "patches"]
+
+
+# Passes whose capability counts only when the user names them in --passes: patches could in principle run
+# almost any CNN's convolution chain tile by tile (its floor is then the model input), which the floor cannot
+# weigh against the MAC limit; counted for every search it would let nearly every model past the early check.
+SEARCH_FLOOR_EXCLUDED = frozenset({"patches"})
 
 
 def floor_capabilities(names, model=None) -> tuple:
     """What the passes named may remove, together (the early floor is computed under these); with the
     flatbuffer ``model``, also what its lowering removes (``lowering_capabilities``)."""
     known = {p.name: p for p in catalogue()}
-    caps = tuple(c for n in names if n in known for c in known[n].removes)
+    # every pass that may remove bytes: the orchestrator's list (or analyze's), not a user's --passes
+    searched = {n for n, p in known.items() if p.removes} <= set(names)
+    caps = tuple(c for n in names if n in known and not (searched and n in SEARCH_FLOOR_EXCLUDED) for c in known[n].removes)
     return caps + (lowering_capabilities(model) if model is not None else ())
 
 
