@@ -170,7 +170,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             info.pass_baselines = passes_report.pop("baselines", {})
             info.passes = passes_report
             if options.input_outside:
-                info["input_outside"] = outside.outside_info(graph)  # the accounting: the arena excludes the input
+                info.input_outside = outside.outside_info(graph)  # the accounting: the arena excludes the input
             info.memory = memory_info(graph, schedule, buffers, plan, board, budget, kernels.scratch_bytes)  # report.html's figures
             steps = predicted_steps(graph, schedule, buffers, plan, options.profile_seed) \
                 if options.profile or device_sizes is not None else None  # fmt: skip
