@@ -72,7 +72,7 @@ def qemu_check(path: Path, seconds: float) -> str:
         x = seeded_inputs(path, 0)
         res = run_on_device(Path(tmp) / "p", x)
         same = all(np.array_equal(a, b) for a, b in zip(res["output_arrays"], tflm_outputs(path, x)))
-        return f"{result.info['arena_bytes']:,} {'bit-exact' if same else 'DIFFERS'}"
+        return f"{result.info.arena_bytes:,} {'bit-exact' if same else 'DIFFERS'}"
 
 
 def _kb(figures: dict) -> str:
