@@ -13,6 +13,7 @@ never seen). Fewer trials in runs 2/3 at the same arena is what the learned tabl
     .venv/bin/python benchmarks/passes.py                  # writes benchmarks/passes.md
     .venv/bin/python benchmarks/passes.py --learn          # ... and edgemem/passes/effects.json
     .venv/bin/python benchmarks/passes.py --qemu           # ... and builds + runs each model under QEMU
+    .venv/bin/python benchmarks/passes.py --qemu --unlimited-seconds 30   # as passes.md: the "unlimited" runs capped
 """
 
 from __future__ import annotations
