@@ -39,14 +39,14 @@ def measure(name: str, outside: bool) -> dict:
         seconds = time.perf_counter() - t0
         run = run_on_device(Path(tmp) / "p", seed=0, timeout_s=1200)
     info = result.info
-    peak_step = info["memory"]["peak"]["step"]
-    inputs = [t for t in info["memory"]["tensors"] if t["role"] == "input"]
+    peak_step = info.memory["peak"]["step"]
+    inputs = [t for t in info.memory["tensors"] if t["role"] == "input"]
     live_at_peak = any(t["first"] <= peak_step <= t["last"] for t in inputs)
     dies = max((t["last"] for t in inputs), default=None)
-    return {"arena": info["arena_bytes"], "bound": info["lower_bound_bytes"], "hw": run["arena_high_water_bytes"],
+    return {"arena": info.arena_bytes, "bound": info.lower_bound_bytes, "hw": run["arena_high_water_bytes"],
             "bit_exact": run["bit_exact"], "instructions": run["instructions"], "seconds": seconds,
-            "input": sum(i["bytes"] for i in info["inputs"]), "peak": peak_step, "live_at_peak": live_at_peak,
-            "dies": dies, "steps": len(info["memory"]["steps"]), "ram": ram}  # fmt: skip
+            "input": sum(i.bytes for i in info.inputs), "peak": peak_step, "live_at_peak": live_at_peak,
+            "dies": dies, "steps": len(info.memory["steps"]), "ram": ram}  # fmt: skip
 
 
 def main(names: list[str]) -> None:

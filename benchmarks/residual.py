@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgemem import pipeline  # noqa: E402
+from edgemem.device_run import run as run_on_device  # noqa: E402
 from edgemem.passes.orchestrate import DEFAULT_SEQUENCE  # noqa: E402
 
 WITH_ADDS = [
@@ -33,7 +34,7 @@ RAM = 8 << 20  # RAM and flash budget for the models above the board's (arena fi
 def _arena(path: Path, options: pipeline.BuildOptions, run: bool) -> tuple[int, dict | None, list[str]]:
     with tempfile.TemporaryDirectory() as tmp:
         result = pipeline.build(path, "stm32f746", Path(tmp) / "p", options)
-        res = pipeline.run(Path(tmp) / "p", seed=0, timeout_s=600) if run else None
+        res = run_on_device(Path(tmp) / "p", seed=0, timeout_s=600) if run else None
         kinds = [op.kind for op in result.graph.ops]
     return result.plan.total_bytes, res, kinds
 

@@ -28,7 +28,7 @@ from e2e import DEFAULT  # noqa: E402  (the acceptance models: one list, benchma
 def measure(path: Path, board: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         result = pipeline.build(path, board, Path(tmp) / "p", pipeline.BuildOptions(stack="auto"))
-        info, st = result.info, result.info["stack"]
+        info, st = result.info, result.info.stack
         runs = []
         for seed in range(3):
             x = seeded_inputs(path, seed)
@@ -37,10 +37,10 @@ def measure(path: Path, board: str) -> dict:
             runs.append((res, exact))
     peak = max(r["peak_stack_bytes"] for r, _ in runs)
     used = max(r["total_ram_bytes"] for r, _ in runs)
-    return {"arena": info["arena_bytes"], "static": info["static_ram_bytes"], "reserved": st["reserved_bytes"],
+    return {"arena": info.arena_bytes, "static": info.static_ram_bytes, "reserved": st["reserved_bytes"],
             "main": st["main_path_bytes"], "irq": st["interrupt_bytes"], "margin": st["margin_bytes"], "peak": peak,
-            "total": info["total_ram_bytes"], "used": used, "default_total": info["total_ram_bytes"] - st["reserved_bytes"] + load_board(board).stack_size,
-            "hw_ok": all(r["arena_high_water_bytes"] == info["arena_bytes"] for r, _ in runs),
+            "total": info.total_ram_bytes, "used": used, "default_total": info.total_ram_bytes - st["reserved_bytes"] + load_board(board).stack_size,
+            "hw_ok": all(r["arena_high_water_bytes"] == info.arena_bytes for r, _ in runs),
             "exact": all(e for _, e in runs), "matches": all(r["matches_reference"] for r, _ in runs)}  # fmt: skip
 
 

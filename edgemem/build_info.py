@@ -37,7 +37,8 @@ class TensorSpec:
 
 
 # Fields that only some builds have: omitted from the JSON when None.
-_OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "stack", "profile", "board_image")
+_OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "stack", "profile", "board_image",
+             "input_outside")
 
 
 @dataclass
@@ -72,6 +73,7 @@ class BuildInfo:
     total_ram_bytes: int | None = None
     fits: bool | None = None
     stack: dict | None = None  # the call graph's stack bound next to the reservation (pipeline._stack_info)
+    input_outside: dict | None = None  # --input outside: the input's bytes, in the caller's buffer (ir/outside.py)
     # what the memory passes did (passes/optimize.py), and the orchestrator's baselines
     passes: dict = field(default_factory=dict)
     pass_baselines: dict = field(default_factory=dict)

@@ -112,8 +112,8 @@ def _print_build(info: BuildInfo) -> None:
     t.add_row("arena (planned)", _kib(info.arena_bytes) + f"  planner: {info.planner}")
     for pool, size in info.arena_pools.items():
         t.add_row(f"  pool {pool}", _kib(size))
-    if info.get("input_outside"):
-        t.add_row("input outside arena", f"{info['input_outside']['bytes']:,} B, in the caller's buffer (edgemem_run_from); not counted in the arena")
+    if info.input_outside:
+        t.add_row("input outside arena", f"{info.input_outside['bytes']:,} B, in the caller's buffer (edgemem_run_from); not counted in the arena")
     t.add_row("lower bound", _kib(info.lower_bound_bytes) + f"  ({info.scheduler} order)")
     t.add_row("operator orders tried", ", ".join(f"{k}\u00a0{v:,}\u00a0B" for k, v in info.schedulers_tried.items()))  # no break inside
     if info.passes:

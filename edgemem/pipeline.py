@@ -170,7 +170,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             info.pass_baselines = passes_report.pop("baselines", {})
             info.passes = passes_report
             if options.input_outside:
-                info["input_outside"] = outside.outside_info(graph)  # the accounting: the arena excludes the input
+                info.input_outside = outside.outside_info(graph)  # the accounting: the arena excludes the input
             info.memory = memory_info(graph, schedule, buffers, plan, board, budget, kernels.scratch_bytes)  # report.html's figures
             steps = predicted_steps(graph, schedule, buffers, plan, options.profile_seed) \
                 if options.profile or device_sizes is not None else None  # fmt: skip
@@ -255,21 +255,3 @@ def _stack_info(bound, reserved: int, auto: bool) -> dict:
             "main_path": bound.main_path, "interrupt_bytes": bound.interrupt_bytes,
             "interrupt_handler": bound.interrupt_handler, "fault_bytes": bound.fault_bytes,
             "margin_bytes": reserved - bound.bytes}  # fmt: skip
-
-
-# Names that lived here before the pipeline was split (issue 18), for scripts and branches written against
-# them: each now has its own module. Reading one warns and says where it went.
-_MOVED = {
-    "run": "edgemem.device_run", "load_build_info": "edgemem.build_info", "BUILD_INFO": "edgemem.build_info",
-    "board_with_budget": "edgemem.budget", "with_stack": "edgemem.budget", "predicted_steps": "edgemem.plan.graph_plan",
-}  # fmt: skip
-
-
-def __getattr__(name: str):
-    if name not in _MOVED:
-        raise AttributeError(f"module 'edgemem.pipeline' has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    warnings.warn(f"edgemem.pipeline.{name} moved to {_MOVED[name]}.{name}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(_MOVED[name]), name)

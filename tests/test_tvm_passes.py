@@ -21,6 +21,7 @@ import tvm_ffi
 from tvm import relax
 
 from edgemem import pipeline
+from edgemem.device_run import run as run_on_device
 from edgemem.frontend.tflite_import import import_tflite
 from edgemem.ir.graph import read_graph
 from edgemem.passes import tvm_fusion
@@ -198,7 +199,7 @@ def test_fused_model_bit_exact_under_qemu(tmp_path):
     assert [op.kind for op in result.graph.ops] == ["CONV_2D", "CONV_2D+ADD"]
     assert result.plan.total_bytes == 2 * S
     for seed in (0, 1):
-        run = pipeline.run(tmp_path / "p", seed=seed)
+        run = run_on_device(tmp_path / "p", seed=seed)
         assert run["bit_exact"] and run["arena_high_water_bytes"] == 2 * S, run
 
 

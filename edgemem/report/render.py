@@ -2,7 +2,7 @@
 
     render_report(info, profile=None) -> str        write_report(out_dir, info=None, profile=None) -> Path
 
-``info`` is the build's edgemem.json (its "memory" section, see data.py, draws the timeline and the
+``info`` is the build's BuildInfo (edgemem.json; its "memory" section, see data.py, draws the timeline and the
 curves); ``profile`` is `edgemem profile`'s profile.json, whose measured figures go next to the planned ones.
 The geometry (which pixel is which byte and step) is computed here; templates/report.html.j2 only draws it.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jinja2
 
+from ..build_info import BuildInfo, load_build_info
 from ..codegen.templates import TEMPLATES_DIR
 
 REPORT_HTML = "report.html"
@@ -180,7 +181,7 @@ def _fills(memory: dict) -> tuple[dict, dict]:
     return fills, kinds
 
 
-def _timeline(info: dict, memory: dict) -> list[dict]:
+def _timeline(info: BuildInfo, memory: dict) -> list[dict]:
     """One SVG panel per pool: each tensor a rectangle, x = its live steps, y = its planned offset."""
     steps, n = memory["steps"], max(len(memory["steps"]), 1)
     sw = PLOT_W / n
@@ -189,7 +190,7 @@ def _timeline(info: dict, memory: dict) -> list[dict]:
     panels = []
     for pool in memory["pools"]:
         group = [t for t in memory["tensors"] if t["pool"] == pool]
-        size = max([info["arena_pools"].get(pool, 0)] + [t["offset"] + t["bytes"] for t in group] + [1])
+        size = max([info.arena_pools.get(pool, 0)] + [t["offset"] + t["bytes"] for t in group] + [1])
         k = TIMELINE_H / size  # pixels per byte
         y0 = TOP + TIMELINE_H
         rects = []
@@ -213,11 +214,11 @@ def _timeline(info: dict, memory: dict) -> list[dict]:
     return panels
 
 
-def _curves(info: dict, memory: dict, profile: dict | None) -> dict:
+def _curves(info: BuildInfo, memory: dict, profile: dict | None) -> dict:
     """The live-bytes curves (step functions over the timeline's columns) and the horizontal lines."""
     n = max(len(memory["steps"]), 1)
     sw = PLOT_W / n
-    chosen = info["scheduler"]
+    chosen = info.scheduler
     series = []
     for name, curve in memory["curves"].items():
         same = name != chosen and curve == memory["curves"].get(chosen)
@@ -227,7 +228,7 @@ def _curves(info: dict, memory: dict, profile: dict | None) -> dict:
     planned_hw = [sum(s["high_water_bytes"]) for s in memory["steps"]]
     measured = [r["measured_high_water_bytes"] for r in profile["steps"]] if profile else []
     budget = memory.get("ram_budget_bytes")
-    top = max([info["arena_bytes"], info["lower_bound_bytes"], 1] + [s["peak"] for s in series] + planned_hw + measured)
+    top = max([info.arena_bytes, info.lower_bound_bytes, 1] + [s["peak"] for s in series] + planned_hw + measured)
     budget_on_chart = budget is not None and budget <= top * 1.6
     if budget_on_chart:
         top = max(top, budget)
@@ -245,13 +246,13 @@ def _curves(info: dict, memory: dict, profile: dict | None) -> dict:
 
     for s in series:
         s["path"] = steps_path(s["values"])
-    lines = [{"label": f"arena {info['arena_bytes']:,} B", "y": y(info["arena_bytes"]), "cls": "arena"},
-             {"label": f"lower bound {info['lower_bound_bytes']:,} B", "y": y(info["lower_bound_bytes"]), "cls": "bound"}]  # fmt: skip
+    lines = [{"label": f"arena {info.arena_bytes:,} B", "y": y(info.arena_bytes), "cls": "arena"},
+             {"label": f"lower bound {info.lower_bound_bytes:,} B", "y": y(info.lower_bound_bytes), "cls": "bound"}]  # fmt: skip
     if budget_on_chart:
         lines.append({"label": f"RAM left after the stack {budget:,} B", "y": y(budget), "cls": "budget"})
     if lines[0]["y"] == lines[1]["y"]:  # arena = lower bound: one line, one label
-        lines = [{"label": f"arena = lower bound = {info['arena_bytes']:,} B", "y": lines[0]["y"], "cls": "bound"}] + lines[2:]
-    others = {k: v for k, v in info.get("schedulers_tried", {}).items() if k not in memory["curves"]}
+        lines = [{"label": f"arena = lower bound = {info.arena_bytes:,} B", "y": lines[0]["y"], "cls": "bound"}] + lines[2:]
+    others = {k: v for k, v in info.schedulers_tried.items() if k not in memory["curves"]}
     return {
         "width": WIDTH, "height": TOP + CURVES_H + BOTTOM, "series": series, "lines": lines,
         "y_ticks": _y_ticks(top, CURVES_H, y0), "x_ticks": _x_ticks(len(memory["steps"]), sw),
@@ -262,14 +263,14 @@ def _curves(info: dict, memory: dict, profile: dict | None) -> dict:
     }  # fmt: skip
 
 
-def _budget_bar(info: dict, profile: dict | None) -> dict:
+def _budget_bar(info: BuildInfo, profile: dict | None) -> dict:
     """The board's RAM as one bar: arena, static data, stack, free."""
-    ram = info["board_ram_bytes"]
-    parts = [("arena", info["arena_bytes"], PEAK_FILL),
-             ("static .data+.bss", info.get("static_ram_bytes") or 0, "#7a6fb0"),
-             ("stack (reserved)", info["stack_reserved_bytes"], "#8d99a6")]  # fmt: skip
+    ram = info.board_ram_bytes
+    parts = [("arena", info.arena_bytes, PEAK_FILL),
+             ("static .data+.bss", info.static_ram_bytes or 0, "#7a6fb0"),
+             ("stack (reserved)", info.stack_reserved_bytes, "#8d99a6")]  # fmt: skip
     used = sum(p[1] for p in parts)
-    linked = info.get("total_ram_bytes")
+    linked = info.total_ram_bytes
     padding = linked - used if linked is not None else 0  # the linker's alignment of the sections
     used += padding
     segments, x = [], float(LEFT)
@@ -302,31 +303,30 @@ def _op_rows(memory: dict, profile: dict | None) -> list[dict]:
     return rows
 
 
-def _profile_matches(info: dict, profile: dict | None) -> dict | None:
+def _profile_matches(info: BuildInfo, profile: dict | None) -> dict | None:
     """profile.json only when it belongs to this build (same model, board and step count)."""
     if not profile:
         return None
-    memory = info.get("memory") or {}
-    if profile.get("model") != info.get("model") or profile.get("board") != info.get("board"):
+    memory = info.memory
+    if profile.get("model") != info.model or profile.get("board") != info.board:
         return None
     if memory and len(profile.get("steps", [])) != len(memory.get("steps", [])):
         return None
     return profile
 
 
-def render_report(info: dict, profile: dict | None = None) -> str:
-    """The HTML page of one build (edgemem.json as ``info``; profile.json as ``profile``, if any)."""
-    info = info.to_json() if hasattr(info, "to_json") else info  # a BuildInfo, or edgemem.json as read
+def render_report(info: BuildInfo | dict, profile: dict | None = None) -> str:
+    """The HTML page of one build (its BuildInfo, or edgemem.json as read; profile.json as ``profile``, if any)."""
+    info = info if isinstance(info, BuildInfo) else BuildInfo.from_json(info)
     profile = _profile_matches(info, profile)
-    info = {"flash_bytes": None, "static_ram_bytes": None, "total_ram_bytes": None, "fits": None, **info}  # unlinked builds
-    memory = info.get("memory")
+    memory = info.memory
     context = {
         "geometry": {"left": LEFT, "top": TOP, "plot_w": PLOT_W, "timeline_h": TIMELINE_H}, "peak_fill": PEAK_FILL,
-        "info": info, "profile": profile, "memory": memory, "model_name": Path(info["model"]).name,
-        "passes": info.get("passes") or {}, "baselines": info.get("pass_baselines") or {},
+        "info": info, "profile": profile, "memory": memory, "model_name": info.model_name,
+        "passes": info.passes, "baselines": info.pass_baselines,
         "budget": _budget_bar(info, profile),
         "on_qemu": bool(profile) and "total_instructions" in profile,
-        "data_json": json.dumps({"arena_bytes": info["arena_bytes"], "lower_bound_bytes": info["lower_bound_bytes"]}),
+        "data_json": json.dumps({"arena_bytes": info.arena_bytes, "lower_bound_bytes": info.lower_bound_bytes}),
     }  # fmt: skip
     if memory:
         _, kinds = _fills(memory)
@@ -338,15 +338,13 @@ def render_report(info: dict, profile: dict | None = None) -> str:
     return _environment().get_template(TEMPLATE).render(**context)
 
 
-def write_report(out_dir: str | Path, info: dict | None = None, profile: dict | None = None,
+def write_report(out_dir: str | Path, info: BuildInfo | dict | None = None, profile: dict | None = None,
                  path: str | Path | None = None) -> Path:  # fmt: skip
     """Write the report of the build in ``out_dir`` (default ``out_dir/report.html``); reads edgemem.json and
     profile.json from there unless given."""
-    from ..build_info import load_build_info
-
     out_dir = Path(out_dir)
     if info is None:
-        info = load_build_info(out_dir).to_json()  # the template reads the JSON form
+        info = load_build_info(out_dir)
     if profile is None and (out_dir / PROFILE_JSON).is_file():
         try:
             profile = json.loads((out_dir / PROFILE_JSON).read_text())
