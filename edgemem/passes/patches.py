@@ -69,8 +69,6 @@ ELEMENTWISE = frozenset({
 })  # fmt: skip
 STAGE_KINDS = ELEMENTWISE | {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE"}  # the early floor's Patch capability
 _PLAIN = (Conv2D, Depthwise, DepthwiseInplace)  # int8 convolutions (an in-place depthwise is rebuilt out of place)
-_REFUSE = ("edgemem.workspace", "edgemem.state")
-_DROP_ATTRS = ("edgemem.inplace", "edgemem.overlap", "edgemem.spec", "global_symbol")
 NCHW_TO_NHWC = (0, 2, 3, 1)
 # the one store of a TRANSPOSE kernel with that permutation (kernels/int8_ops.transpose): out[n, h, w, c] = x[n, c, h, w]
 _NCHW_TO_NHWC = re.compile(r"\w+\[(\w+), (\w+), (\w+), (\w+)\] = \w+\[\1, \4, \2, \3\]")
@@ -137,9 +135,8 @@ def _stage_kind(graph: OpGraph, b: Bindings, var, op, params: set) -> tuple[str,
     value = b.defs[var]
     if getattr(value.op, "name", "") != "relax.call_tir" or isinstance(var.ty, relax.TupleType):
         return None
-    attrs = op.prim.attrs or {}
-    if any(a in attrs for a in _REFUSE):
-        return None
+    if kernel_attrs.workspace(op.prim) is not None or kernel_attrs.state(op.prim):
+        return None  # a workspace or a state tensor: not a pure function of one tile's inputs
     out = graph.tensors[op.output].shape
     if len(out) != 4 or out[0] != 1:
         return None
@@ -426,14 +423,13 @@ def _retarget(prim, old_shape, new_shape, offset: tuple = ()):
 
 
 def _clean(prim):
-    for key in _DROP_ATTRS:
-        if prim.attrs is not None and key in prim.attrs:
-            prim = prim.without_attr(key)
-    return prim
+    """A tile's copy of ``prim``: not in place (its buffers are the tile's own), no spec (rebuilt per shape)."""
+    prim = kernel_attrs.without_spec(kernel_attrs.without_inplace(prim))
+    return prim.without_attr("global_symbol") if prim.attrs is not None and "global_symbol" in prim.attrs else prim
 
 
 def _add(bb, prim, symbol: str, kind: str, macs: int, spec=None):
-    prim = _clean(prim).with_attr("edgemem.op", kind).with_attr("edgemem.macs", int(macs)).with_attr("global_symbol", symbol)
+    prim = kernel_attrs.with_kind(_clean(prim), kind, int(macs), symbol=symbol)
     if spec is not None:  # later passes (in-place depthwise, overlap) rebuild the patch kernel from it
         prim = kernel_attrs.with_spec(prim, spec)
     return bb.add_func(prim, symbol)
