@@ -45,6 +45,7 @@ class BuildOptions:
     opt_seconds: float = 5.0  # time budget of the pass orchestrator (0: edgemem's fixed pass sequence)
     opt_seed: int = 0  # the orchestrator's seed (same seed, same passes)
     opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
+    max_slowdown: float | None = None  # percent: the least arena predicted at most that much slower (passes/objective.py)
     passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
     stack: int | str | None = None  # reserved stack: bytes, "auto" (call-graph bound + margin), None: the board's
     input_outside: bool = False  # the model inputs are the caller's buffers, not in the arena (ir/outside.py)
