@@ -169,6 +169,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             if stack is not None:
                 info.stack = _stack_info(stack, result.sizes.stack_bytes, options.stack == "auto")
             info.pass_baselines = passes_report.pop("baselines", {})
+            info.pareto = passes_report.pop("pareto", None)  # the objective's points (passes/objective.py)
             info.passes = passes_report
             if options.input_outside:
                 info["input_outside"] = outside.outside_info(graph)  # the accounting: the arena excludes the input
