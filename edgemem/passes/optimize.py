@@ -33,7 +33,10 @@ def inplace_kinds() -> frozenset[str]:
 
 def optimize(mod, board, options, ram_budget: int):
     """The memory passes on the lowered module: the orchestrator (passes/orchestrate.py) within
-    ``opt_seconds``, stopping once the arena fits ``ram_budget`` with ``opt_margin`` to spare; else the user's
+    ``opt_seconds``, stopping once the arena fits ``ram_budget`` with ``opt_margin`` to spare (searching on
+    under a slowdown bound: ``max_slowdown``), then taking by the memory/latency objective
+    (passes/objective.py) among every sequence it tried: the fewest predicted instructions that fit, or
+    the least arena within the bound -- refused with a clear error when that arena does not fit; else the user's
     ``--passes``; else edgemem's fixed sequence (orchestrate.DEFAULT_SEQUENCE: PAD folding, then in-place
     depthwise, which folding enables, the residual ADD fused into its convolution over the skip, then in-place
     element-wise; the in-place ones only with ``inplace``).

@@ -15,7 +15,11 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 - it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
   at ``time_budget`` seconds, or when nothing is left to try.
 
-Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence.
+Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence. The
+build instead chooses by the memory/latency objective (``pareto=True``, passes/objective.py) among every state
+the search and the baselines reached: the fewest predicted instructions that fit the target, or the least arena
+within ``max_slowdown`` percent of the fastest; it reports the Pareto points (arena, MACs, instructions).
+Parameterized passes (``variants``) enter as one move per variant (``expand_variants``).
 The run is deterministic for a seed: every choice comes from ``random.Random(seed)`` and the measure is
 deterministic (the schedulers and the planner finish well inside their budgets on these graphs). A time
 stop only cuts the same trajectory shorter.
