@@ -229,3 +229,49 @@ def test_pareto_points_are_the_brute_force_front_of_a_real_search(unet, tmp_path
     pts = [(p["arena_bytes"], p["macs"], p["instructions"]) for p in info.pareto["points"]]
     assert set(pts) == _brute_front(pts) and len(pts) == len(set(pts))
     assert sum(p["taken"] for p in info.pareto["points"]) == 1 and info.pareto["candidates"] >= len(pts)
+
+
+# -- parameterized passes (a pass's variants, e.g. patch splits) as moves of the search ------------------------
+
+
+def test_variants_are_moves_costed_and_chosen_by_the_objective():
+    """A fake pass offering three splits (arena down, MACs up, as patch-based execution does) next to a free
+    in-place pass: each variant is a move of its own, costed like any state; the objective takes the free pass
+    when it fits, the cheapest split that fits otherwise, and the least arena within the slowdown bound."""
+    from edgemem.passes.catalogue import GraphPass
+    from edgemem.passes.effects import EffectTable
+    from edgemem.passes.orchestrate import orchestrate
+
+    splits = {"2x2": (700, 0.04), "3x3": (550, 0.09), "4x4": (500, 0.20)}  # label -> (arena, extra MACs)
+
+    def split(label):
+        return lambda mod: mod if any(m.startswith("split") for m in mod) else mod | {f"split{label}"}
+
+    def measure(mod):
+        arena, extra = 1000, 0.0
+        for m in mod:
+            if m.startswith("split"):
+                arena, extra = splits[m[5:]][0], splits[m[5:]][1]
+        arena -= 100 if "inplace" in mod else 0
+        macs = int(10_000 * (1 + extra))
+        return {"arena_bytes": arena, "peak_bytes": arena, "flash_bytes": 0, "macs": macs, "ops": 3, "tensors": 4,
+                "inplace_tensors": int("inplace" in mod), "instructions": 2 * macs}  # fmt: skip
+
+    passes = [GraphPass("inplace", "free", lambda mod: mod | {"inplace"}, "edgemem"),
+              GraphPass("patches", "fake splits", split("2x2"), "edgemem",
+                        variants=lambda mod: [(k, split(k)) for k in splits])]  # fmt: skip
+
+    def run(budget, max_slowdown=None):
+        return orchestrate(frozenset(), passes, table=EffectTable(), measure_fn=measure, key_fn=lambda m: m,
+                           baselines=("none",), target_bytes=budget, margin=1.0, pareto=True,
+                           max_slowdown=max_slowdown, time_budget=60)  # fmt: skip
+
+    r = run(950)
+    assert r.pareto["taken"]["sequence"] == ["inplace"] and r.fits
+    names = {n for p in r.pareto["points"] for n in p["sequence"]}
+    assert {"patches[2x2]", "patches[3x3]", "patches[4x4]"} <= names  # every variant tried, each a point
+    assert [s.name for s in run(650).sequence] in (["patches[2x2]", "inplace"], ["inplace", "patches[2x2]"])
+    assert run(480).pareto["taken"]["arena_bytes"] == 450  # 3x3 + inplace: fits, fewer instructions than 4x4
+    assert run(420).pareto["taken"]["arena_bytes"] == 400 and run(420).fits  # 4x4 + inplace: the only fit
+    assert run(2000, 10.0).pareto["taken"]["arena_bytes"] == 450  # 3x3 (+9 %) + inplace; 4x4 is +20 %
+    assert not run(600, 0.0).fits  # 0 %: the free pass only (900 B), which does not fit 600 B
