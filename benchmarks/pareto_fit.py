@@ -1,13 +1,14 @@
 """The instruction model of the memory/latency objective (passes/objective.py): measure, fit, check.
 
-    .venv/bin/python benchmarks/pareto_fit.py measure NAME_OR_PATH...   # profile builds under QEMU, per-op rows
+    .venv/bin/python benchmarks/pareto_fit.py measure [--minimize] NAME_OR_PATH...   # profile builds under QEMU
     .venv/bin/python benchmarks/pareto_fit.py fit NAME...               # fit on these models' rows -> instr_model.json
     .venv/bin/python benchmarks/pareto_fit.py check NAME...             # predicted vs measured on other models
 
 ``measure``: a profile build of each model (`edgemem build --profile`, default passes) run under QEMU
 (-icount shift=0: per-operator instruction counts, deterministic); each operator's kernel class, MACs and
 output elements (objective.features) next to its measured instructions go to benchmarks/pareto_fit_data.json
-(one entry per model, replaced when measured again). ``fit``: objective.fit on the named models' rows, written
+(one entry per model, replaced when measured again); with ``--minimize`` the least-arena build instead (its
+in-place and overlapping kernels, passes/overlap.py), kept as NAME+min. ``fit``: objective.fit on the named models' rows (NAME and NAME+min), written
 to edgemem/passes/instr_model.json with this command. ``check``: for models measured but not fitted on, the
 model's predicted instructions per inference (the sum over the build's operators) next to the measured sum.
 Names are ../shared/models/<name>.tflite or tests/models/arch/<name>.tflite, or paths.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -66,15 +68,19 @@ def main(argv=None) -> int:
     ap.add_argument("what", choices=("measure", "fit", "check"))
     ap.add_argument("names", nargs="+")
     ap.add_argument("--board", default="stm32f746")
+    ap.add_argument("--minimize", action="store_true",
+                    help="measure: the least-arena build (in-place and overlapping kernels), kept as NAME+min")
     args = ap.parse_args(argv)
     data = _load()
     if args.what == "measure":
         for name in args.names:
-            key = Path(name).stem
-            data[key] = measure(model_path(name), args.board)
+            key = Path(name).stem + ("+min" if args.minimize else "")
+            options = pipeline.BuildOptions(opt_seconds=60, max_slowdown=math.inf) if args.minimize else None
+            data[key] = measure(model_path(name), args.board, options)
             DATA.write_text(json.dumps(_load() | {key: data[key]}, indent=1) + "\n")  # others may have been added meanwhile
             print(f"{key}: {len(data[key]['rows'])} ops, {data[key]['total_instructions']:,} instructions", flush=True)
         return 0
+    args.names = [k for n in args.names for k in (n, f"{n}+min") if k in data or k == n]  # with its least-arena build
     missing = [n for n in args.names if n not in data]
     if missing:
         raise SystemExit(f"error: not measured yet: {', '.join(missing)} (run `pareto_fit.py measure` first)")

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_remat import unet_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-INSTRUCTION_ERROR = 0.15  # the model's stated error on models outside its fit (benchmarks/pareto.md: at most 14.2 %)
+INSTRUCTION_ERROR = 0.20  # the model's stated error on models outside its fit (benchmarks/pareto.md: at most 16.2 %)
 needs_arm = pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shutil.which("qemu-system-arm"),
                                reason="needs arm-none-eabi-gcc and qemu-system-arm")  # fmt: skip
 
@@ -45,7 +45,8 @@ needs_arm = pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc") or not shut
 
 def _random_points(rng: random.Random, n: int) -> list:
     hi = rng.choice((3, 6, 50))  # small ranges: many ties and duplicates
-    return [obj.Point((f"p{i}",), rng.randint(0, hi), rng.randint(0, hi), rng.randint(1, hi + 1)) for i in range(n)]
+    base = rng.choice((0, 1000))  # around 1,000 instructions some differ by less than TIE_PERCENT
+    return [obj.Point((f"p{i}",), rng.randint(0, hi), rng.randint(0, hi), base + rng.randint(1, hi + 1)) for i in range(n)]
 
 
 def _brute_front(costs: list[tuple]) -> set:
@@ -74,8 +75,11 @@ def test_choice_against_brute_force():
         fastest = min(p.instructions for p in points)
         fitting = [p for p in points if p.arena_bytes <= budget]
         c = obj.choose(points, budget)
-        if fitting:  # the fewest instructions that fit, then the least arena
-            assert c.fits and (c.point.instructions, c.point.arena_bytes) == min((p.instructions, p.arena_bytes) for p in fitting)
+        if fitting:  # the fewest instructions that fit; of those as fast (no more MACs, within TIE_PERCENT), the least arena
+            q = min(fitting, key=lambda p: (p.instructions, p.arena_bytes, p.macs))
+            ties = [p for p in fitting if p.macs <= q.macs and (p.instructions - q.instructions) * 100 <= obj.TIE_PERCENT * q.instructions]
+            assert c.fits and c.point.arena_bytes == min(p.arena_bytes for p in ties)
+            assert c.point.instructions == min(p.instructions for p in ties if p.arena_bytes == c.point.arena_bytes)
         else:
             assert not c.fits and c.point.arena_bytes == min(p.arena_bytes for p in points)
         for pct in (0.0, 10.0, 50.0, math.inf):

@@ -9,14 +9,15 @@ costs, which candidates are Pareto-optimal, and which one the build takes.
     choose(points, budget, max_slowdown)  the point the build takes, and why
 
 The objective: by default, the fewest predicted instructions among the candidates whose arena fits the RAM
-budget (ties: the least arena), so a model that already fits takes no pass that adds work; with
+budget, so a model that already fits takes no pass that adds work (candidates with no more MACs predicted within
+TIE_PERCENT of it count as as fast: the least arena of those is taken); with
 ``max_slowdown`` (percent; ``math.inf`` for ``--minimize``), the least arena among the candidates predicted at
 most that much slower than the fastest candidate found (whether it fits or not: the slowdown is measured
 against what the model can run at), and the build is refused when that arena does not fit.
 
-Passes that add no operator work (in-place variants, PAD folding) change no kernel class here, so their
-candidates tie on instructions with the module they came from and the arena decides: the fitted model does
-not distinguish an in-place kernel from its out-of-place form (see benchmarks/pareto.md for its error).
+The instruction model tells kernel variants apart (in place, over consumed rows, fused epilogues): the
+overlapping kernels of passes/overlap.py were measured 3-8 % slower on vww and kws_dscnn, which the default
+objective then declines where the plain arena fits (benchmarks/pareto.md has predicted vs measured).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from pathlib import Path
 
 MODEL_JSON = Path(__file__).with_name("instr_model.json")
 MAX_PER_CALL = 2_000  # instructions a kernel call may cost beyond its work (prologue, loops set up); fit.
+# Predicted differences below this (percent), between candidates with no more MACs, are ties the default objective
+# breaks by the arena: kernel variants of the same work (in place, over consumed rows) are predicted 0-5 % apart,
+# within the model's own error on a whole model (up to 16 %, benchmarks/pareto.md), so among them the default
+# keeps edgemem's memory-first choice; --max-slowdown is the strict bound.
+TIE_PERCENT = 5.0
 KEYS = ("arena_bytes", "macs", "instructions")  # the three costs, each smaller is better
 
 
@@ -41,13 +47,47 @@ def _elements(shape) -> int:
 
 def kernel_class(op, graph) -> str:
     """The class an operator's kernel is predicted by: its TFLite kind (the first of a fused group), a
-    convolution split into 1x1 and kxk (their inner loops differ), and the element type when not int8."""
-    kind = op.kind.split("+")[0]
+    convolution split into 1x1 and kxk (their inner loops differ), how it writes its output (" inplace": over
+    its input, the in-place depthwise's delayed form or an element-wise kernel; " overlap": over its input's
+    consumed rows, passes/overlap.py's pixel order -- measured slower than the plain kernel), and the element
+    type when not int8: ``KIND[+FUSED...][ VARIANT][/DTYPE]`` (``CONV_2D 1x1+ADD inplace``: a residual ADD fused
+    into its convolution's stores, written over the skip)."""
+    kind, *fused = op.kind.split("+")
     if kind == "CONV_2D" and len(op.inputs) > 1:
         w = graph.tensors[op.inputs[1]].shape  # OHWI
         kind = "CONV_2D 1x1" if len(w) == 4 and w[1] == w[2] == 1 else "CONV_2D kxk"
+    kind = "+".join([kind, *fused])
+    attrs = op.prim.attrs or {}
+    if "edgemem.overlap" in attrs:
+        kind += " overlap"
+    elif "edgemem.inplace" in attrs or op.writes_input is not None:
+        kind += " inplace"
     dtype = graph.tensors[op.output].dtype
     return kind if dtype == "int8" else f"{kind}/{dtype}"
+
+
+def _parent(klass: str) -> str:
+    """Where a class with too few measured rows is fitted: without its element type, then without its variant
+    (an in-place kernel with the plain ones), never without its fused epilogues (their work is in its rows)."""
+    base, _, dtype = klass.partition("/")
+    if dtype:
+        return base
+    for v in (" overlap", " inplace"):
+        if base.endswith(v):
+            return base.removesuffix(v)
+    return "other"
+
+
+def _fallbacks(klass: str) -> list[str]:
+    """The classes to try for ``klass``, most specific first: itself, without the element type, without the
+    variant, then the same without the fused epilogues (``predict_op`` then adds theirs), then ``other``."""
+    base, _, dtype = klass.partition("/")
+    variant = next((v for v in (" overlap", " inplace") if base.endswith(v)), "")
+    kinds = base.removesuffix(variant)
+    out = []
+    for k in dict.fromkeys((kinds, kinds.split("+")[0])):
+        out += [f"{k}{variant}/{dtype}" if dtype else f"{k}{variant}", f"{k}{variant}", f"{k}/{dtype}" if dtype else k, k]
+    return [*dict.fromkeys(out), "other"]
 
 
 def features(op, graph) -> dict:
@@ -82,16 +122,21 @@ class InstructionModel:
     def load(cls, path: Path = MODEL_JSON) -> InstructionModel:
         return _load(str(path))
 
-    def coefficients(self, klass: str) -> Coefficients:
-        for name in (klass, klass.split("/")[0], "other"):
+    def lookup(self, klass: str) -> tuple[str, Coefficients]:
+        """The most specific fitted class for ``klass`` (see _fallbacks) and its coefficients."""
+        for name in _fallbacks(klass):
             if name in self.classes:
-                return self.classes[name]
-        return Coefficients(2.0, 0.0, 0.0)  # an empty model: MACs as the proxy
+                return name, self.classes[name]
+        return "", Coefficients(2.0, 0.0, 0.0)  # an empty model: MACs as the proxy
+
+    def coefficients(self, klass: str) -> Coefficients:
+        return self.lookup(klass)[1]
 
     def predict_op(self, f: dict) -> float:
-        total = self.coefficients(f["class"])(f["macs"], f["outputs"])
-        for kind in f["fused"]:  # a fused element-wise epilogue costs what its own kernel would per output
-            total += self.coefficients(kind).per_output * f["outputs"]
+        name, c = self.lookup(f["class"])
+        total = c(f["macs"], f["outputs"])
+        if f["fused"] and "+" not in name:  # a fused epilogue the class does not include: what its own kernel costs
+            total += sum(self.coefficients(kind).per_output for kind in f["fused"]) * f["outputs"]
         return total
 
     def predict_graph(self, graph) -> int:
@@ -128,19 +173,22 @@ def _nnls(a, b):
     return np.zeros(a.shape[1])
 
 
-def fit(rows: list[dict], min_ops: int = 3) -> dict:
+def fit(rows: list[dict], min_ops: int = 2) -> dict:
     """Coefficients per kernel class from measured rows ({"class", "macs", "outputs", "fused", "instructions"});
     least squares weighted by 1/sqrt(instructions) (between absolute, where the large kernels decide alone, and
     relative, where the many small ones do: the better of the three on models outside the fit), non-negative.
-    Classes with fewer than ``min_ops`` rows fold into ``other``, which is fitted on every row as well."""
+    Classes with fewer than ``min_ops`` rows fold into their parent (``_parent``), at last ``other``."""
     import numpy as np
 
     by_class: dict[str, list] = {}
     for r in rows:
         by_class.setdefault(r["class"], []).append(r)
-    small = [k for k, v in by_class.items() if len(v) < min_ops]
-    for k in small:
-        by_class.setdefault("other", []).extend(by_class.pop(k))
+    while True:  # a class with too few rows joins its parent (_parent: the variant or type dropped), else ``other``
+        small = sorted((k for k, v in by_class.items() if len(v) < min_ops and k != "other"), key=len, reverse=True)
+        if not small:
+            break
+        k = small[0]
+        by_class.setdefault(_parent(k), []).extend(by_class.pop(k))
     out = {}
     for klass, rs in sorted(by_class.items()):
         a = np.array([[r["macs"], r["outputs"], 1.0] for r in rs], float)
@@ -214,9 +262,15 @@ def choose(points: list, budget: int, max_slowdown: float | None = None) -> Choi
     if max_slowdown is None:
         fitting = [p for p in points if p.arena_bytes <= budget]
         if fitting:
-            best = min(fitting, key=lambda p: (p.instructions, p.arena_bytes, p.macs, order[id(p)]))
+            quickest = min(fitting, key=lambda p: (p.instructions, p.arena_bytes, p.macs, order[id(p)]))
+            # as fast: no more MACs and within the model's resolution on kernel variants; then the least arena
+            same = [p for p in fitting if p.macs <= quickest.macs and slowdown(p, quickest) <= TIE_PERCENT]
+            best = min(same, key=lambda p: (p.arena_bytes, p.instructions, p.macs, order[id(p)]))
+            tie = (f"; the least arena of the {len(same)} within {TIE_PERCENT:g} % of it with no more MACs"
+                   if best is not quickest else "")  # fmt: skip
             return Choice(best, True, f"the fewest predicted instructions among the {len(fitting)} candidates "
-                                      f"that fit {budget:,} B ({slowdown(best, fastest):+.1f} % vs the fastest)", fastest)  # fmt: skip
+                                      f"that fit {budget:,} B{tie} ({slowdown(best, fastest):+.1f} % vs the "
+                                      "fastest)", fastest)  # fmt: skip
         best = min(points, key=lambda p: (p.arena_bytes, p.instructions, order[id(p)]))
         return Choice(best, False, f"no candidate fits {budget:,} B: the least arena", fastest)
     allowed = [p for p in points if slowdown(p, fastest) <= max_slowdown + 1e-9]
