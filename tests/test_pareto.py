@@ -19,6 +19,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -224,6 +225,12 @@ def test_cli_minimize_prints_the_points_in_80_columns(unet, tmp_path):
     assert info["arena_bytes"] == taken["arena_bytes"] == min(q["arena_bytes"] for q in info["pareto"]["points"])
     assert "remat" in taken["sequence"]  # with the in-place passes too, the least arena recomputes the skip
     assert any(line.startswith("│ > │") for line in lines)
+    # report.html draws the same points, the taken one marked
+    page = (tmp_path / "p" / "report.html").read_text()
+    dots = re.findall(r'<circle [^>]*data-taken="(true|false)" data-arena="(\d+)" data-instructions="(\d+)"', page)
+    assert sorted((int(a), int(i)) for _, a, i in dots) == sorted((q["arena_bytes"], q["instructions"]) for q in info["pareto"]["points"])
+    assert [(int(a), int(i)) for t, a, i in dots if t == "true"] == [(taken["arena_bytes"], taken["instructions"])]
+    assert 'id="pareto-table"' in page and page.count('<tr class="peak"><td>taken</td>') == 1
 
 
 def test_pareto_points_are_the_brute_force_front_of_a_real_search(unet, tmp_path):
