@@ -59,6 +59,16 @@ def measure(path: Path, board: str, options: pipeline.BuildOptions | None = None
             "arena_bytes": result.info.arena_bytes, "passes": [s["pass"] for s in result.info.passes.get("sequence", [])]}  # fmt: skip
 
 
+def _save(data: dict) -> None:
+    """One operator a line (the file stays readable in a diff)."""
+    parts = []
+    for key, d in data.items():
+        rows = ",\n".join("   " + json.dumps(r) for r in d["rows"])
+        rest = json.dumps({k: v for k, v in d.items() if k != "rows"})[1:-1]
+        parts.append(f" {json.dumps(key)}: {{{rest}, \"rows\": [\n{rows}\n ]}}")
+    DATA.write_text("{\n" + ",\n".join(parts) + "\n}\n")
+
+
 def _load() -> dict:
     return json.loads(DATA.read_text()) if DATA.is_file() else {}
 
@@ -77,7 +87,7 @@ def main(argv=None) -> int:
             key = Path(name).stem + ("+min" if args.minimize else "")
             options = pipeline.BuildOptions(opt_seconds=60, max_slowdown=math.inf) if args.minimize else None
             data[key] = measure(model_path(name), args.board, options)
-            DATA.write_text(json.dumps(_load() | {key: data[key]}, indent=1) + "\n")  # others may have been added meanwhile
+            _save(_load() | {key: data[key]})  # others may have been added meanwhile
             print(f"{key}: {len(data[key]['rows'])} ops, {data[key]['total_instructions']:,} instructions", flush=True)
         return 0
     args.names = [k for n in args.names for k in (n, f"{n}+min") if k in data or k == n]  # with its least-arena build

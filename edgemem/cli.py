@@ -231,7 +231,7 @@ def build(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="Reserved stack: a size (4K, 8192) or auto (the call graph's bound + a margin); default the board's."),
     input_where: str = typer.Option("arena", "--input", help="Where the model input lives: 'arena' (written into edgemem_input(i)) or 'outside' (the caller's own buffer, passed to edgemem_run_from(); the arena excludes it)."),
-    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --minimize, --pool-per-region, --stack or --input outside)."),
+    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --minimize, --max-slowdown, --pool-per-region, --stack or --input outside)."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"

@@ -254,9 +254,22 @@ def slowdown(p: Point, fastest: Point) -> float:
     return 100.0 * (p.instructions - fastest.instructions) / max(fastest.instructions, 1)
 
 
+def _least_arena(points: list, order: dict) -> Point:
+    """The least arena; of several, those with no more MACs and predicted within TIE_PERCENT of the fewest
+    instructions among them, and of those the first in the caller's order (a stable choice: the search reaches
+    sequences of equal arena in an order that depends on its budget, and the model cannot rank them closer; the
+    choice may so be dominated within TIE_PERCENT of predicted instructions, never beyond)."""
+    least = min(p.arena_bytes for p in points)
+    same = [p for p in points if p.arena_bytes == least]
+    quickest = min(same, key=lambda p: (p.instructions, p.macs, order[id(p)]))
+    close = [p for p in same if p.macs <= quickest.macs and slowdown(p, quickest) <= TIE_PERCENT]
+    return min(close, key=lambda p: order[id(p)])
+
+
 def choose(points: list, budget: int, max_slowdown: float | None = None) -> Choice:
-    """The candidate the build takes (see the module doc). ``points`` in the order they were found (earlier
-    wins exact ties)."""
+    """The candidate the build takes (see the module doc). ``points`` in the caller's order of preference,
+    which breaks ties of the least arena (_least_arena; the orchestrator's order: flash, MACs, the shorter
+    sequence, then by name)."""
     order = {id(p): i for i, p in enumerate(points)}
     fastest = min(points, key=lambda p: (p.instructions, p.arena_bytes, order[id(p)]))
     if max_slowdown is None:
@@ -265,16 +278,16 @@ def choose(points: list, budget: int, max_slowdown: float | None = None) -> Choi
             quickest = min(fitting, key=lambda p: (p.instructions, p.arena_bytes, p.macs, order[id(p)]))
             # as fast: no more MACs and within the model's resolution on kernel variants; then the least arena
             same = [p for p in fitting if p.macs <= quickest.macs and slowdown(p, quickest) <= TIE_PERCENT]
-            best = min(same, key=lambda p: (p.arena_bytes, p.instructions, p.macs, order[id(p)]))
+            best = _least_arena(same, order)
             tie = (f"; the least arena of the {len(same)} within {TIE_PERCENT:g} % of it with no more MACs"
                    if best is not quickest else "")  # fmt: skip
             return Choice(best, True, f"the fewest predicted instructions among the {len(fitting)} candidates "
                                       f"that fit {budget:,} B{tie} ({slowdown(best, fastest):+.1f} % vs the "
                                       "fastest)", fastest)  # fmt: skip
-        best = min(points, key=lambda p: (p.arena_bytes, p.instructions, order[id(p)]))
+        best = _least_arena(points, order)
         return Choice(best, False, f"no candidate fits {budget:,} B: the least arena", fastest)
     allowed = [p for p in points if slowdown(p, fastest) <= max_slowdown + 1e-9]
-    best = min(allowed, key=lambda p: (p.arena_bytes, p.instructions, p.macs, order[id(p)]))
+    best = _least_arena(allowed, order)
     bound = "any slowdown" if math.isinf(max_slowdown) else f"at most {max_slowdown:g} % slower than the fastest"
     return Choice(best, best.arena_bytes <= budget, f"the least arena among the {len(allowed)} candidates "
                                                     f"predicted {bound} ({slowdown(best, fastest):+.1f} %)", fastest)  # fmt: skip

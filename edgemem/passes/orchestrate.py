@@ -407,8 +407,9 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     names = set(search.by_name)
     best_state, best_steps, source = search_best, _path_steps(search, search_best), "search"
     report: dict = {}
-    # (state, steps or None: its path, source); on equal costs the search's tie-break (shorter, then by name) wins
-    reached = [(s, None, "search") for s in sorted(search.states, key=lambda s: (len(s.path), s.path))]
+    # (state, steps or None: its path, source), in the search's own order of preference (rank_key: arena, flash,
+    # MACs, the shorter sequence, by name), which breaks the objective's ties; baselines after
+    reached = [(s, None, "search") for s in sorted(search.states, key=search.rank_key)]
     for name in baselines:
         if name == "none":
             state, steps = root, []
