@@ -255,15 +255,12 @@ def slowdown(p: Point, fastest: Point) -> float:
 
 
 def _least_arena(points: list, order: dict) -> Point:
-    """The least arena; of several, those with no more MACs and predicted within TIE_PERCENT of the fewest
-    instructions among them, and of those the first in the caller's order (a stable choice: the search reaches
-    sequences of equal arena in an order that depends on its budget, and the model cannot rank them closer; the
-    choice may so be dominated within TIE_PERCENT of predicted instructions, never beyond)."""
+    """The least arena; of several, the first in the caller's order (the orchestrator's: flash, MACs, the
+    shorter sequence, by name), not the fewest predicted instructions: a time-bound search reaches sequences of
+    equal arena in an order that depends on its budget, and which it reached must not decide (the choice may
+    so be dominated in predicted instructions by an equal-arena sequence; the report then lists it too)."""
     least = min(p.arena_bytes for p in points)
-    same = [p for p in points if p.arena_bytes == least]
-    quickest = min(same, key=lambda p: (p.instructions, p.macs, order[id(p)]))
-    close = [p for p in same if p.macs <= quickest.macs and slowdown(p, quickest) <= TIE_PERCENT]
-    return min(close, key=lambda p: order[id(p)])
+    return min((p for p in points if p.arena_bytes == least), key=lambda p: order[id(p)])
 
 
 def choose(points: list, budget: int, max_slowdown: float | None = None) -> Choice:
