@@ -38,7 +38,7 @@ class TensorSpec:
 
 # Fields that only some builds have: omitted from the JSON when None.
 _OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "stack", "profile", "board_image",
-             "input_outside")
+             "input_outside", "pareto")
 
 
 @dataclass
@@ -77,6 +77,9 @@ class BuildInfo:
     # what the memory passes did (passes/optimize.py), and the orchestrator's baselines
     passes: dict = field(default_factory=dict)
     pass_baselines: dict = field(default_factory=dict)
+    # the memory/latency objective (passes/objective.py): the non-dominated (arena, MACs, predicted instructions)
+    # points the orchestrator tried, the one taken and why; absent without the orchestrator
+    pareto: dict | None = None
     memory: dict = field(default_factory=dict)  # report.html's figures (report/data.py)
     profile: dict | None = None  # a profiling build's per-step prediction (plan/steps.py)
     board_image: dict | None = None  # the real board's image, when the board has one

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -96,6 +97,21 @@ def _size(text: Optional[str]) -> Optional[int]:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _percent(text: Optional[str]) -> Optional[float]:
+    """--max-slowdown: a percentage (5, 2.5, 10%), finite and not negative; a usage error otherwise."""
+    if text is None:
+        return None
+    try:
+        value = float(str(text).strip().rstrip("%").strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a percentage: give a number such as 5 or 2.5 (percent more "
+                                 "predicted instructions than the fastest candidate).") from None  # fmt: skip
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter(f"{text!r} is not an allowed slowdown: give a finite percentage >= 0 (0: no slower "
+                                 "than the fastest candidate; --minimize for any slowdown).") from None  # fmt: skip
+    return value
+
+
 def _stack(text: Optional[str]):
     """--stack: "auto" or a size with its unit (4K, 8192)."""
     if text is None or text.strip().lower() == "auto":
@@ -128,6 +144,19 @@ def _print_build(info: BuildInfo) -> None:
     t.add_row("flash", f"{_kib(info.flash_bytes)} of {_kib(info.board_flash_bytes)} (weights {info.weights_bytes:,} B)")
     t.add_row("fits the board", "-" if info.fits is None else ("[green]yes[/]" if info.fits else "[red]no[/]"))
     out.print(t)
+    if info.pareto:
+        _print_pareto(info.pareto)
+
+
+def _print_pareto(pareto: dict) -> None:
+    """The memory/latency objective: the non-dominated points the orchestrator tried, the one taken and why."""
+    t = Table("", "passes", "arena B", "MACs", "instr.*", "slower", title=f"Pareto points of {pareto['candidates']} "
+              "pass sequences tried", caption="* predicted (passes/instr_model.json); slower: vs the fastest tried")  # fmt: skip
+    for p in pareto["points"]:
+        t.add_row("[bold]>[/]" if p["taken"] else "", ", ".join(p["sequence"]) or "none", f"{p['arena_bytes']:,}",
+                  f"{p['macs']:,}", f"{p['instructions']:,}", f"{p['slowdown_percent']:+.2f} %")  # fmt: skip
+    out.print(t)
+    out.print(f"taken (>): {pareto['taken']['reason']}", highlight=False)
 
 
 def _passes_line(passes: dict, baselines: dict) -> str:
@@ -195,18 +224,20 @@ def build(
     schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
     opt_time: Optional[float] = typer.Option(None, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
     minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10 %% to spare (e.g. to take inplace_overlap)."),
+    max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", parser=_percent, metavar="PCT", help="Take the least arena among the memory-pass sequences predicted at most PCT %% slower than the fastest one found (default: the fastest that fits the RAM budget; --minimize: any slowdown)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="Reserved stack: a size (4K, 8192) or auto (the call graph's bound + a margin); default the board's."),
     input_where: str = typer.Option("arena", "--input", help="Where the model input lives: 'arena' (written into edgemem_input(i)) or 'outside' (the caller's own buffer, passed to edgemem_run_from(); the arena excludes it)."),
-    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --minimize, --pool-per-region, --stack or --input outside)."),
+    dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --minimize, --max-slowdown, --pool-per-region, --stack or --input outside)."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
     if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
         _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None, minimize=minimize,
+                         max_slowdown=max_slowdown is not None,
                          pool_per_region=pool_per_region, stack=stack is not None,
                          input=_input_outside(input_where))  # fmt: skip
         from .symbolic import plan_for_range
@@ -217,10 +248,11 @@ def build(
         return
     from . import pipeline
 
+    _check_objective(max_slowdown, minimize=minimize, passes=passes is not None, fixed=opt_time == 0)
     options = pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                     schedule_seconds=schedule_time, profile=profile, passes=_pass_names(passes),
                                     opt_seconds=5.0 if opt_time is None else opt_time, stack=stack,
-                                    opt_margin=1.0 if minimize else 0.1,
+                                    opt_margin=1.0 if minimize else 0.1, max_slowdown=math.inf if minimize else max_slowdown,
                                     input_outside=_input_outside(input_where))  # fmt: skip
     with _StageStatus(err, quiet=as_json) as status:
         result = pipeline.build(model, board, out_dir, options, observer=status)
@@ -250,6 +282,20 @@ def _input_outside(where: str) -> bool:
         raise EdgememError(f"--input {where!r} is not a place for the model input: give 'arena' (the default: the "
                            "input is written into the arena) or 'outside' (the caller's buffer, edgemem_run_from).")
     return where == "outside"
+
+
+def _check_objective(max_slowdown: float | None, *, minimize: bool, passes: bool, fixed: bool) -> None:
+    """--max-slowdown and --minimize choose among the orchestrator's candidates: one of them, and only with it."""
+    given = "--max-slowdown" if max_slowdown is not None else "--minimize" if minimize else None
+    if given is None:
+        return
+    if max_slowdown is not None and minimize:
+        raise EdgememError("--max-slowdown and --minimize cannot be used together: --minimize takes the least arena "
+                           "whatever the slowdown (an unbounded --max-slowdown). Give one of them.")  # fmt: skip
+    if passes or fixed:
+        raise EdgememError(f"{given} chooses among the memory-pass sequences the orchestrator tries, but "
+                           f"{'--passes' if passes else '--opt-time 0'} runs one fixed sequence: there is nothing to "
+                           f"choose from. Drop {'--passes' if passes else '--opt-time 0'} or {given}.")  # fmt: skip
 
 
 def _refuse_with_dim(**given: bool) -> None:

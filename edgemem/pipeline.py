@@ -45,6 +45,7 @@ class BuildOptions:
     opt_seconds: float = 5.0  # time budget of the pass orchestrator (0: edgemem's fixed pass sequence)
     opt_seed: int = 0  # the orchestrator's seed (same seed, same passes)
     opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
+    max_slowdown: float | None = None  # percent: the least arena predicted at most that much slower (passes/objective.py)
     passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
     stack: int | str | None = None  # reserved stack: bytes, "auto" (call-graph bound + margin), None: the board's
     input_outside: bool = False  # the model inputs are the caller's buffers, not in the arena (ir/outside.py)
@@ -168,6 +169,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             if stack is not None:
                 info.stack = _stack_info(stack, result.sizes.stack_bytes, options.stack == "auto")
             info.pass_baselines = passes_report.pop("baselines", {})
+            info.pareto = passes_report.pop("pareto", None)  # the objective's points (passes/objective.py)
             info.passes = passes_report
             if options.input_outside:
                 info.input_outside = outside.outside_info(graph)  # the accounting: the arena excludes the input

@@ -55,6 +55,9 @@ class GraphPass:
     transform: Callable[[tvm.IRModule], tvm.IRModule]
     origin: str  # "tvm" or "edgemem"
     removes: tuple = ()  # what it may remove from RAM: edgemem.memory.floor capabilities (Elide, Overlap, ...)
+    # parameterized passes (e.g. a patch split): mod -> [(label, transform)], each a move of its own for the
+    # orchestrator (orchestrate.expand_variants: "name[label]"), costed like any state; None: ``transform`` only
+    variants: Callable[[tvm.IRModule], list] | None = None
 
     def __call__(self, mod: tvm.IRModule) -> tvm.IRModule:
         return self.transform(mod)

@@ -8,6 +8,8 @@ Each returns, next to the module, a report of what each pass did (edgemem.json "
 
 from __future__ import annotations
 
+import math
+
 def floor_passes(options) -> tuple[str, ...]:
     """The catalogue passes the build may run: the user's ``--passes``, all of them when the orchestrator
     searches, else edgemem's fixed sequence (the in-place ones only with ``inplace``)."""
@@ -31,7 +33,10 @@ def inplace_kinds() -> frozenset[str]:
 
 def optimize(mod, board, options, ram_budget: int):
     """The memory passes on the lowered module: the orchestrator (passes/orchestrate.py) within
-    ``opt_seconds``, stopping once the arena fits ``ram_budget`` with ``opt_margin`` to spare; else the user's
+    ``opt_seconds``, stopping once the arena fits ``ram_budget`` with ``opt_margin`` to spare (searching on
+    under a slowdown bound: ``max_slowdown``), then taking by the memory/latency objective
+    (passes/objective.py) among every sequence it tried: the fewest predicted instructions that fit, or
+    the least arena within the bound -- refused with a clear error when that arena does not fit; else the user's
     ``--passes``; else edgemem's fixed sequence (orchestrate.DEFAULT_SEQUENCE: PAD folding, then in-place
     depthwise, which folding enables, the residual ADD fused into its convolution over the skip, then in-place
     element-wise; the in-place ones only with ``inplace``).
@@ -67,15 +72,48 @@ def run_passes(mod, names: tuple[str, ...]):
     return mod, {"sequence": report, "given": True}
 
 
+def max_slowdown(options) -> float | None:
+    """The objective's bound (passes/objective.py): the user's --max-slowdown; ``--minimize`` (an
+    ``opt_margin`` of 1.0: never stop early) is an unbounded one; None: the fewest instructions that fit."""
+    if getattr(options, "max_slowdown", None) is not None:
+        return options.max_slowdown
+    return math.inf if options.opt_margin >= 1.0 else None
+
+
 def _orchestrate(mod, board, options, ram_budget: int):
     from .catalogue import catalogue
     from .orchestrate import DEFAULT_SEQUENCE, measure, orchestrate
 
+    bound = max_slowdown(options)
     passes = [p for p in catalogue() if options.inplace or not p.name.startswith("inplace")]
-    result = orchestrate(mod, passes, seed=options.opt_seed, time_budget=options.opt_seconds,
-                         target_bytes=ram_budget, margin=options.opt_margin, baselines=("none", "tvm_default", "fixed"),
-                         fixed_sequence=DEFAULT_SEQUENCE,
-                         measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds))  # fmt: skip
+    result = orchestrate(mod, passes, seed=options.opt_seed, time_budget=options.opt_seconds,  # a bound: search on
+                         target_bytes=ram_budget, margin=1.0 if bound is not None else options.opt_margin,
+                         baselines=("none", "tvm_default", "fixed"), fixed_sequence=DEFAULT_SEQUENCE,
+                         measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds),
+                         pareto=True, max_slowdown=bound)  # fmt: skip
+    if bound is not None and not result.fits:
+        _refuse_slowdown(result.pareto, ram_budget, bound)
     report = result.report()
     report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
     return result.module, {**report, "baselines": result.baselines}
+
+
+def _refuse_slowdown(pareto: dict, budget: int, bound: float) -> None:
+    """--max-slowdown and the RAM budget cannot both hold: say what each would take. (When no candidate
+    fits at all, the plan stage refuses the build as without the bound.)"""
+    from ..errors import DoesNotFitError
+
+    fitting = [p for p in pareto["points"] if p["arena_bytes"] <= budget]
+    if not fitting:
+        return
+    fastest = min(p["instructions"] for p in pareto["points"])  # the fastest candidate is on the front
+    best = min(fitting, key=lambda p: p["instructions"])
+    need = math.ceil(10_000 * (best["instructions"] - fastest) / max(fastest, 1)) / 100  # percent, rounded up
+    taken = pareto["taken"]
+    raise DoesNotFitError(
+        f"no memory-pass sequence meets both the RAM budget and --max-slowdown {bound:g}: the least arena predicted "
+        f"at most {bound:g} % slower than the fastest candidate is {taken['arena_bytes']:,} B, more than the "
+        f"{budget:,} B of RAM left after the stack; the fastest that fits ({best['arena_bytes']:,} B, passes "
+        f"{', '.join(best['sequence']) or 'none'}) is predicted {need:g} % slower. Allow --max-slowdown {need:g} "
+        f"or more, or give more RAM (--ram)."
+    )

@@ -15,7 +15,11 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 - it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
   at ``time_budget`` seconds, or when nothing is left to try.
 
-Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence.
+Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence. The
+build instead chooses by the memory/latency objective (``pareto=True``, passes/objective.py) among every state
+the search and the baselines reached: the fewest predicted instructions that fit the target, or the least arena
+within ``max_slowdown`` percent of the fastest; it reports the Pareto points (arena, MACs, instructions).
+Parameterized passes (``variants``) enter as one move per variant (``expand_variants``).
 The run is deterministic for a seed: every choice comes from ``random.Random(seed)`` and the measure is
 deterministic (the schedulers and the planner finish well inside their budgets on these graphs). A time
 stop only cuts the same trajectory shorter.
@@ -54,12 +58,16 @@ def status(figures: dict) -> tuple:
 
 
 def measure(mod, align: int = 4, schedule_seconds: float = 0.5) -> dict:
-    """catalogue.evaluate (the build's measure) plus the number of in-place tensors."""
+    """catalogue.evaluate (the build's measure) plus the number of in-place tensors and the predicted
+    instructions of its kernels (passes/objective.py's fitted model)."""
     from ..ir.graph import read_graph
     from .catalogue import evaluate
+    from .objective import InstructionModel
 
     figures = evaluate(mod, align, schedule_seconds)
-    figures["inplace_tensors"] = sum(1 for t in read_graph(mod).tensors.values() if t.alias_of)
+    graph = read_graph(mod)
+    figures["inplace_tensors"] = sum(1 for t in graph.tensors.values() if t.alias_of)
+    figures["instructions"] = InstructionModel.load().predict_graph(graph)
     return figures
 
 
@@ -125,9 +133,11 @@ class Orchestration:
     baselines: dict  # name -> {"arena_bytes", "flash_bytes", "macs", "sequence"} or {"arena_bytes": None, "reason"}
     observations: EffectTable  # what this run saw, for ``learn``
     table_models: int  # models the effect table used was learned from
+    pareto: dict | None = None  # the objective's points and choice (objective.report), when chosen by it
+    fits: bool = True  # the chosen module's arena fits target_bytes (always True without a target)
 
     def report(self) -> dict:
-        return {"sequence": [s.to_json() for s in self.sequence], "arena_bytes": self.figures["arena_bytes"],
+        return {**({"pareto": self.pareto} if self.pareto is not None else {}), "sequence": [s.to_json() for s in self.sequence], "arena_bytes": self.figures["arena_bytes"],
                 "source": self.source, "search_arena_bytes": self.search_figures["arena_bytes"],
                 "trials": self.trials, "trials_to_best": self.trials_to_best, "baseline_trials": self.baseline_trials,
                 "states": self.states, "stop": self.stop, "seconds": round(self.seconds, 3),
@@ -361,7 +371,8 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
                 baselines: Iterable[str] = ALL_BASELINES, fixed_sequence: Iterable[str] = DEFAULT_SEQUENCE,
                 extra_baselines: Mapping[str, Callable] | None = None,
                 learn_all: bool = False, model_name: str | None = None, measure_fn: Callable | None = None, key_fn: Callable | None = None,
-                clock: Callable[[], float] = time.perf_counter) -> Orchestration:  # fmt: skip
+                clock: Callable[[], float] = time.perf_counter, pareto: bool = False,
+                max_slowdown: float | None = None) -> Orchestration:  # fmt: skip
     """Search the best pass sequence for ``mod``; then the baselines on the same cache.
 
     ``passes``: GraphPass-like callables with ``.name`` (default: the catalogue). ``table``: the learned
@@ -371,11 +382,18 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     ``model_name``: recorded with the observations (the table lists the models it learned from).
     ``measure_fn``/``key_fn``: figures and identity of a module (default: the build's measure and TVM's
     structural hash; tests pass their own). ``extra_baselines``: name -> function of the search returning
-    (state, [(pass, figures)]) from ``search.states[0]`` through ``search.step`` (benchmarks/pass_baselines.py)."""
+    (state, [(pass, figures)]) from ``search.states[0]`` through ``search.step`` (benchmarks/pass_baselines.py).
+    ``pareto``: choose the result by the memory/latency objective (passes/objective.py: the fewest predicted
+    instructions that fit ``target_bytes``, or with ``max_slowdown`` the least arena that much slower at most)
+    among every state the search and the baselines reached, and report the Pareto points; else the board fit
+    (least arena, flash, MACs) between the search's best and the baselines.
+    A pass with ``variants(mod)`` (a list of (label, transform)) enters the search as one move per variant of
+    the input module, named ``pass[label]``."""
     if passes is None:
         from .catalogue import catalogue
 
         passes = catalogue()
+    passes = expand_variants(passes, mod)
     table = EffectTable.load() if table is None else table
     measure_fn, key_fn = measure_fn or measure, key_fn or module_key
     t0 = clock()
@@ -389,6 +407,9 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     names = set(search.by_name)
     best_state, best_steps, source = search_best, _path_steps(search, search_best), "search"
     report: dict = {}
+    # (state, steps or None: its path, source), in the search's own order of preference (rank_key: arena, flash,
+    # MACs, the shorter sequence, by name), which breaks the objective's ties; baselines after
+    reached = [(s, None, "search") for s in sorted(search.states, key=search.rank_key)]
     for name in baselines:
         if name == "none":
             state, steps = root, []
@@ -404,12 +425,60 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
             raise ValueError(f"unknown baseline {name!r}; known: {known} (benchmarks/pass_baselines.py has more)")
         report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
                         "sequence": [n for n, _ in steps]}  # fmt: skip
+        reached.append((state, steps, f"baseline:{name}"))
         if (objective(state.figures), len(steps)) < (objective(best_state.figures), len(best_steps)):
             best_state, best_steps, source = state, steps, f"baseline:{name}"
+    chosen, fits = None, True
+    if pareto:
+        chosen, fits = _choose(reached, target_bytes, max_slowdown)
+        (best_state, steps, source), _ = chosen
+        best_steps = _path_steps(search, best_state) if steps is None else steps
     return Orchestration(
         module=best_state.mod, figures=best_state.figures, sequence=_steps_report(root.figures, best_steps),
         source=source, search_figures=search_best.figures, trials=search.trials,
         trials_to_best=search.trials_to_best, baseline_trials=search.extra_trials, states=len(search.states),
         stop=stop, seconds=clock() - t0, baselines=report, observations=search.obs,
-        table_models=len(table.models),
+        table_models=len(table.models), pareto=chosen[1] if chosen else None, fits=fits,
     )  # fmt: skip
+
+
+def _choose(reached: list, budget: int | None, max_slowdown: float | None):
+    """The memory/latency objective over every state reached: ((state, steps, source), its report), fits."""
+    from . import objective as obj
+
+    points = []
+    for state, _steps, source in reached:
+        f = state.figures
+        instructions = f.get("instructions", 2 * f["macs"])  # a measure without the model: MACs as the proxy
+        points.append(obj.Point(tuple(state.path), f["arena_bytes"], f["macs"], instructions, source))
+    choice = obj.choose(points, budget if budget is not None else 2**62, max_slowdown)
+    taken = reached[next(i for i, p in enumerate(points) if p is choice.point)]
+    return (taken, obj.report(points, choice, max_slowdown, obj.InstructionModel.load())), choice.fits
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One parameterization of a pass (e.g. a patch split): a move of its own in the search."""
+
+    name: str
+    transform: Callable
+
+    def __call__(self, mod):
+        return self.transform(mod)
+
+
+def expand_variants(passes, mod) -> list:
+    """Each pass that offers ``variants(mod)`` -> (label, transform) becomes one move per variant of ``mod``
+    (``name[label]``); a pass whose variants cannot be listed on ``mod`` offers none."""
+    out = []
+    for p in passes:
+        variants = getattr(p, "variants", None)
+        if variants is None:
+            out.append(p)
+            continue
+        try:
+            listed = list(variants(mod))
+        except Exception:  # noqa: BLE001 - as a failing pass: not applicable here
+            listed = []
+        out.extend(Variant(f"{p.name}[{label}]", fn) for label, fn in listed)
+    return out

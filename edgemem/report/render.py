@@ -263,6 +263,51 @@ def _curves(info: BuildInfo, memory: dict, profile: dict | None) -> dict:
     }  # fmt: skip
 
 
+PARETO_W, PARETO_H = 460, 240  # the scatter of the objective's points (arena x predicted instructions)
+
+
+def _pareto(info: BuildInfo) -> dict | None:
+    """The memory/latency objective's points (passes/objective.py) as a small scatter: x = arena bytes, y =
+    predicted instructions, the taken one ringed, the RAM budget a vertical line when it is in range."""
+    pareto = info.pareto
+    if not pareto or not pareto.get("points"):
+        return None
+    pts = pareto["points"]
+    budget = (info.memory or {}).get("ram_budget_bytes")
+    xs = [p["arena_bytes"] for p in pts]
+    ys = [p["instructions"] for p in pts]
+    x_lo, x_hi = min(xs), max(xs)
+    if budget is not None and x_lo <= budget <= 2 * x_hi:
+        x_hi = max(x_hi, budget)
+    y_lo, y_hi = min(ys), max(ys)
+    pad_x, pad_y = max((x_hi - x_lo) * 0.08, 64), max((y_hi - y_lo) * 0.12, y_hi * 0.002, 1)
+    x_lo, x_hi, y_lo, y_hi = max(x_lo - pad_x, 0), x_hi + pad_x, max(y_lo - pad_y, 0), y_hi + pad_y
+    left, top, w, h = 84, 14, PARETO_W - 84 - 16, PARETO_H - 14 - 40
+
+    def px(v):
+        return round(left + (v - x_lo) / (x_hi - x_lo) * w, 2)
+
+    def py(v):
+        return round(top + h - (v - y_lo) / (y_hi - y_lo) * h, 2)
+
+    dots = [{"x": px(p["arena_bytes"]), "y": py(p["instructions"]), "taken": p["taken"], "p": p} for p in pts]
+    x_step, y_step = _nice_step(x_hi - x_lo, 4), _nice_step(y_hi - y_lo, 4)
+    x_ticks = [{"x": px(v), "label": _byte_label(v)} for v in _range(x_lo, x_hi, x_step)]
+    y_ticks = [{"y": py(v), "label": f"{v / 1e6:,.3f} M"} for v in _range(y_lo, y_hi, y_step)]
+    line = px(budget) if budget is not None and x_lo <= budget <= x_hi else None
+    return {"width": PARETO_W, "height": PARETO_H, "left": left, "top": top, "w": w, "h": h, "dots": dots,
+            "x_ticks": x_ticks, "y_ticks": y_ticks, "budget_x": line, "budget": budget, **pareto}  # fmt: skip
+
+
+def _range(lo: float, hi: float, step: float) -> list[float]:
+    v = math.ceil(lo / step) * step
+    out = []
+    while v <= hi + 1e-9:
+        out.append(v)
+        v += step
+    return out
+
+
 def _budget_bar(info: BuildInfo, profile: dict | None) -> dict:
     """The board's RAM as one bar: arena, static data, stack, free."""
     ram = info.board_ram_bytes
@@ -324,7 +369,7 @@ def render_report(info: BuildInfo | dict, profile: dict | None = None) -> str:
         "geometry": {"left": LEFT, "top": TOP, "plot_w": PLOT_W, "timeline_h": TIMELINE_H}, "peak_fill": PEAK_FILL,
         "info": info, "profile": profile, "memory": memory, "model_name": info.model_name,
         "passes": info.passes, "baselines": info.pass_baselines,
-        "budget": _budget_bar(info, profile),
+        "budget": _budget_bar(info, profile), "pareto": _pareto(info),
         "on_qemu": bool(profile) and "total_instructions" in profile,
         "data_json": json.dumps({"arena_bytes": info.arena_bytes, "lower_bound_bytes": info.lower_bound_bytes}),
     }  # fmt: skip
