@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..kernels import kernel_attrs
+
 MODEL_JSON = Path(__file__).with_name("instr_model.json")
 MAX_PER_CALL = 2_000  # instructions a kernel call may cost beyond its work (prologue, loops set up); fit.
 # Predicted differences below this (percent), between candidates with no more MACs, are ties the default objective
@@ -57,10 +59,10 @@ def kernel_class(op, graph) -> str:
         w = graph.tensors[op.inputs[1]].shape  # OHWI
         kind = "CONV_2D 1x1" if len(w) == 4 and w[1] == w[2] == 1 else "CONV_2D kxk"
     kind = "+".join([kind, *fused])
-    attrs = op.prim.attrs or {}
-    if "edgemem.overlap" in attrs:
+    mark = kernel_attrs.inplace(op.prim)
+    if mark is not None and mark.overlap is not None:
         kind += " overlap"
-    elif "edgemem.inplace" in attrs or op.writes_input is not None:
+    elif mark is not None or op.writes_input is not None:
         kind += " inplace"
     dtype = graph.tensors[op.output].dtype
     return kind if dtype == "int8" else f"{kind}/{dtype}"
