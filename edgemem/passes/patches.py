@@ -60,7 +60,7 @@ from ..memory.patches import StageOp, Window, box_size, grid, patch_pad, regions
 from ..kernels import kernel_attrs
 from ..kernels.specs import Conv2D, Depthwise, DepthwiseInplace
 from . import kernel_spec
-from .rewrite import Bindings, rebuild
+from .rewrite import Bindings, kernel_vars, rebuild
 
 MAX_TILES = 4  # p and q each at most this
 ELEMENTWISE = frozenset({
@@ -104,15 +104,6 @@ class _Stage:
 
 
 # -- reading the stages off the module ---------------------------------------------------------------
-
-
-def _kernel_vars(mod) -> list:
-    out = []
-    for block in mod["main"].body.blocks:
-        for b in block.bindings:
-            if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") in ("relax.call_tir", "relax.call_tir_inplace"):
-                out.append(b.var)
-    return out
 
 
 def _window(spec) -> Window:
@@ -161,7 +152,7 @@ def stages(mod) -> list[_Stage]:
 
     graph = planned_graph(mod)
     b = Bindings(mod)
-    kvars = _kernel_vars(mod)
+    kvars = kernel_vars(mod)
     if len(kvars) != len(graph.ops) or len(graph.inputs) != 1:
         return []
     params = set(graph.inputs)
@@ -445,7 +436,7 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
         raise ValueError(f"op {cand.split} ends no patch stage of this module")
     prog = _program(graph, stage, *cand.grid)
     b = Bindings(mod)
-    kvars = _kernel_vars(mod)
+    kvars = kernel_vars(mod)
     taken = {str(f.attrs["global_symbol"]) for f in mod.functions.values() if f.attrs and "global_symbol" in f.attrs}
     k = 1
     while any(s.startswith(f"patch{k}_") for s in taken):

@@ -36,7 +36,7 @@ from ..schedule import exact
 from ..schedule.dag import Dag
 from ..schedule.exact import file_or_topo
 from ..schedule.rpo import rpo_order
-from .rewrite import Bindings, _rename, add_kernel, rebuild
+from .rewrite import Bindings, _rename, add_kernel, kernel_vars, rebuild
 
 # Cheap to recompute: a few operations per output element, no weights to speak of.
 CHEAP = frozenset({
@@ -125,16 +125,6 @@ def choose(dag: Dag, cheap, *, max_rounds: int = MAX_ROUNDS, max_evaluations: in
 # -- the Relax pass ----------------------------------------------------------------------------------
 
 
-def _kernel_vars(mod: tvm.IRModule) -> list:
-    """The binding var of each kernel call of main, in the order read_graph numbers the ops."""
-    out = []
-    for block in mod["main"].body.blocks:
-        for b in block.bindings:
-            if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") in ("relax.call_tir", "relax.call_tir_inplace"):
-                out.append(b.var)
-    return out
-
-
 def _call_args(value) -> list:
     args = value.args[1]
     return list(args.fields) if isinstance(args, relax.Tuple) else [args]
@@ -198,7 +188,7 @@ def remat(mod: tvm.IRModule, align: int = 16, *, report: dict | None = None) -> 
     for _ in range(MAX_ROUNDS):
         graph = planned_graph(mod)  # with --input outside, the inputs are free to read again (not in the arena)
         dag = Dag.from_graph(graph, align)
-        kvars = _kernel_vars(mod)
+        kvars = kernel_vars(mod)
         taken, _, before, after = choose(dag, _cheap_ops(Bindings(mod), graph, dag, kvars), max_rounds=1)
         peak0 = before if peak0 is None else peak0
         peak = after

@@ -79,6 +79,16 @@ class Bindings:
         return readers[0]
 
 
+def kernel_vars(mod: tvm.IRModule) -> list:
+    """The binding var of each kernel call of main, in the order read_graph numbers the ops."""
+    out = []
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") in ("relax.call_tir", "relax.call_tir_inplace"):
+                out.append(b.var)
+    return out
+
+
 def _vars_in(expr) -> list:
     if isinstance(expr, relax.Var):
         return [expr]
