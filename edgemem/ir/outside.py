@@ -97,7 +97,11 @@ def planned_graph(mod) -> OpGraph:
     refuses it with inputs_outside's message)."""
     from .graph import read_graph
 
-    graph = read_graph(mod)
+    return as_planned(mod, read_graph(mod))
+
+
+def as_planned(mod, graph: OpGraph) -> OpGraph:
+    """``graph`` (read from ``mod``, or derived from it) as the build plans it: planned_graph's rule."""
     if marked(mod):
         try:
             return inputs_outside(graph)

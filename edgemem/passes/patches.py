@@ -88,6 +88,10 @@ class Candidate:
     base_macs: int
     stage_peak: int = 0  # the most bytes live during the patch loop
 
+    def costs(self) -> tuple[int, int]:
+        """What the Pareto filter compares (objective.pareto_front): arena, then MACs."""
+        return (self.arena, self.macs)
+
     @property
     def overhead(self) -> float:
         return (self.macs - self.base_macs) / self.base_macs if self.base_macs else 0.0
@@ -315,18 +319,6 @@ def _measure(graph: OpGraph, align: int, seconds: float, stage_ops: int = 0) -> 
     return plan_arena(arena_buffers(graph, order, align)).total_bytes, stage
 
 
-def _planned(mod, graph: OpGraph) -> OpGraph:
-    from ..errors import EdgememError
-    from ..ir import outside
-
-    if outside.marked(mod):
-        try:
-            return outside.inputs_outside(graph)
-        except EdgememError:
-            return graph
-    return graph
-
-
 def candidates(mod, max_overhead: float | None = None, *, align: int = 4, seconds: float = 0.05,
                grids=None, keep_all: bool = False) -> list[Candidate]:  # fmt: skip
     """Every (split, p x q) of ``mod``'s patch stages within ``max_overhead`` extra MACs (a fraction; None:
@@ -334,10 +326,11 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
     scheduler and planner. Sorted by (arena, MACs). Only candidates with an arena strictly below the unsplit
     module's unless ``keep_all`` (for the Pareto points)."""
     from ..ir.graph import read_graph
+    from ..ir.outside import as_planned
 
     limit = default_overhead(mod) if max_overhead is None else max_overhead
     raw = read_graph(mod)
-    graph = _planned(mod, raw)
+    graph = as_planned(mod, raw)
     base_macs = sum(op.macs for op in graph.ops)
     base = _measure(graph, align, seconds)[0]
     grids = grids or [(p, q) for p in range(1, MAX_TILES + 1) for q in range(1, MAX_TILES + 1) if p * q > 1]
@@ -351,7 +344,7 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
             macs = base_macs - sum(op.macs for op in graph.ops[: stage.split + 1]) + sum(o.macs for o in prog)
             if base_macs and (macs - base_macs) > limit * base_macs:
                 continue
-            arena, peak = _measure(_planned(mod, _patched_graph(raw, stage, prog)), align, seconds, len(prog))
+            arena, peak = _measure(as_planned(mod, _patched_graph(raw, stage, prog)), align, seconds, len(prog))
             if arena < base or keep_all:
                 out.append(Candidate(stage.split, stage.tensor, (p, q), arena, macs, base, base_macs, peak))
     return sorted(out, key=lambda c: (c.arena, c.stage_peak, c.macs))
@@ -533,12 +526,10 @@ def patches(mod, max_overhead: float | None = None, *, report: dict | None = Non
 
 
 def pareto(points: list[Candidate]) -> list[Candidate]:
-    """The candidates no other beats on both arena and MACs."""
-    keep = []
-    for c in sorted(points, key=lambda c: (c.arena, c.macs)):
-        if not keep or c.macs < keep[-1].macs:
-            keep.append(c)
-    return keep
+    """The candidates no other beats on both arena and MACs (the objective's own filter)."""
+    from .objective import pareto_front
+
+    return pareto_front(points)
 
 
 __all__ = ["Candidate", "apply", "candidates", "default_overhead", "pareto", "patches", "stages"]
