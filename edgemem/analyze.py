@@ -583,10 +583,16 @@ def build_plan(model, folded, constants, board, options) -> dict:
     al = MemoryModel(mm.ops, {k: Storage(s.name, aligned(s.size, board.arena_align), s.producer, list(s.readers),
                                          s.pinned, s.temp, s.alias, s.shift, s.rows) for k, s in mm.storages.items()},
                      mm.views, mm.states)  # fmt: skip
-    order, peak, report = best_schedule(Dag.from_model(al), options.schedule_seconds)
-    buffers = [Buffer(r.name, r.size, r.first, r.last, board.arena_align,
-                      heat=float(1 + len(mm.storages[r.name].readers)), alias=r.alias, shift=r.shift, rows=r.rows)
-               for r in mm.ranges(order)]  # fmt: skip
+
+    def buffers_in(order):
+        return [Buffer(r.name, r.size, r.first, r.last, board.arena_align,
+                       heat=float(1 + len(mm.storages[r.name].readers)), alias=r.alias, shift=r.shift, rows=r.rows)
+                for r in mm.ranges(order)]  # fmt: skip
+
+    # ties on the peak go to the order that places smaller, as in the build (schedule.best)
+    order, peak, report = best_schedule(Dag.from_model(al), options.schedule_seconds,
+                                        lambda o: plan_arena(buffers_in(o)).total_bytes)
+    buffers = buffers_in(order)
     result = {"passes": modeled, "unmodeled": unmodeled, "scheduler": report["best"],
               "schedulers_tried": {k: r["peak"] for k, r in report.items() if isinstance(r, dict)},
               "note": note + (f"; not modeled: {', '.join(unmodeled)} (they can only lower the build's arena)"

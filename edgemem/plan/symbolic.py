@@ -270,12 +270,18 @@ def _env(symbols: Symbols, k: int) -> dict[str, int]:
 
 
 def concrete_plan_bytes(dag, align: int, seconds: float) -> int:
-    """What the concrete path reaches at one value: the best operator order (edgemem.schedule.best) and
-    plan_arena on its live ranges (those of Dag.curve)."""
+    """What the concrete path reaches at one value: the best operator order (edgemem.schedule.best, ties on
+    the peak broken by the placed arena as in a build) and plan_arena on its live ranges (those of Dag.curve)."""
     from ..schedule.best import best_schedule
     from . import plan_arena
 
-    order = best_schedule(dag, max(seconds, 0.01))[0]
+    def placed(order):
+        return plan_arena(_dag_buffers(dag, order, align)).total_bytes
+
+    return placed(best_schedule(dag, max(seconds, 0.01), placed)[0])
+
+
+def _dag_buffers(dag, order, align: int) -> list:
     step = {v: s for s, v in enumerate(order)}
     end = max(len(order) - 1, 0)
     buffers = []
@@ -288,4 +294,4 @@ def concrete_plan_bytes(dag, align: int, seconds: float) -> int:
             buffers.append(Buffer(f"input{e}", size, 0, max((step[o] for o in ops), default=0), align))
     if dag.pinned:
         buffers.append(Buffer("pinned", dag.pinned, 0, end, align))
-    return plan_arena(buffers).total_bytes
+    return buffers
