@@ -139,26 +139,32 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
     zp = int(in_zp)
     zsub = 0 if folded else zp  # subtracted from every input byte
 
-    @T.prim_func
-    def depthwise_inplace(
-        x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
-        mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
-        tmp: T.Buffer((h * w,), "int8"),
-    ):
-        T.func_attr({"tir.noalias": False})  # out and x may be the same memory: no restrict
-        acc = T.decl_buffer((1,), "int32")
-        for ch in range(c):
-            for y, z in T.grid(h, w):
-                tmp[y * w + z] = x[0, y, z, ch]
-            for i, j in T.grid(ho, wo):
-                acc[0] = bias[ch]
-                for r, s in T.grid(kh, kw):
-                    if 0 <= i * sh + r * dh - pt and i * sh + r * dh - pt < h and 0 <= j * sw + s * dw - pl and j * sw + s * dw - pl < w:
-                        acc[0] = acc[0] + (T.Cast("int32", tmp[(i * sh + r * dh - pt) * w + j * sw + s * dw - pl]) - zsub) * T.Cast("int32", wt[r, s, ch])
-                    elif folded:
-                        acc[0] = acc[0] + zp * T.Cast("int32", wt[r, s, ch])
-                out[0, i, j, ch] = clamp_to_int8(
-                    multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
+    if folded:
+        return _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_shape, rq, delay)
+    # each prim_func is parsed only when it is the one returned: TVMScript parsing is most of a build
+    if not delay:
+        @T.prim_func
+        def depthwise_inplace(
+            x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
+            mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
+            tmp: T.Buffer((h * w,), "int8"),
+        ):
+            T.func_attr({"tir.noalias": False})  # out and x may be the same memory: no restrict
+            acc = T.decl_buffer((1,), "int32")
+            for ch in range(c):
+                for y, z in T.grid(h, w):
+                    tmp[y * w + z] = x[0, y, z, ch]
+                for i, j in T.grid(ho, wo):
+                    acc[0] = bias[ch]
+                    for r, s in T.grid(kh, kw):
+                        if 0 <= i * sh + r * dh - pt and i * sh + r * dh - pt < h and 0 <= j * sw + s * dw - pl and j * sw + s * dw - pl < w:
+                            acc[0] = acc[0] + (T.Cast("int32", tmp[(i * sh + r * dh - pt) * w + j * sw + s * dw - pl]) - zsub) * T.Cast("int32", wt[r, s, ch])
+                        elif folded:
+                            acc[0] = acc[0] + zp * T.Cast("int32", wt[r, s, ch])
+                    out[0, i, j, ch] = clamp_to_int8(
+                        multiply_by_quantized_multiplier(acc[0], mult[ch], shift[ch]) + rq.out_zp, rq.act_min, rq.act_max)
+
+        return depthwise_inplace
 
     k_out = ho * wo
     d = max(int(delay), 1)
@@ -187,9 +193,7 @@ def depthwise_conv2d_inplace(x_shape, w_shape, in_zp, stride, dilation, pad, out
                 if k_out - d + 1 + t >= 0:
                     out[0, (k_out - d + 1 + t) // wo, (k_out - d + 1 + t) % wo, ch] = ring[(k_out - d + 1 + t) % d]
 
-    if folded:
-        return _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_shape, rq, delay)
-    return depthwise_inplace if not delay else depthwise_inplace_delayed
+    return depthwise_inplace_delayed
 
 
 def _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_shape, rq: Requant, delay: int):
@@ -245,20 +249,23 @@ def _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_s
             wsum(wt, acc, ch, rows(i)[0], rows(i)[1], cols(j)[1], kw)
             acc[0] = acc[0] + acc[1] * zp
 
-    @T.prim_func
-    def depthwise_inplace(
-        x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
-        mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
-        tmp: T.Buffer((h * w,), "int8"),
-    ):
-        T.func_attr({"tir.noalias": False})
-        acc = T.decl_buffer((2,), "int32")
-        for ch in range(c):
-            for y, z in T.grid(h, w):
-                tmp[y * w + z] = x[0, y, z, ch]
-            for i, j in T.grid(ho, wo):
-                output(tmp, wt, bias, acc, i, j, ch, 1, 0)
-                store(out, (0, i, j, ch), acc[0], mult[ch], shift[ch])
+    if not delay:  # only the prim_func returned is parsed
+        @T.prim_func
+        def depthwise_inplace(
+            x: T.Buffer((1, h, w, c), "int8"), wt: T.Buffer((kh, kw, c), "int8"), bias: T.Buffer((c,), "int32"),
+            mult: T.Buffer((c,), "int32"), shift: T.Buffer((c,), "int32"), out: T.Buffer((1, ho, wo, c), "int8"),
+            tmp: T.Buffer((h * w,), "int8"),
+        ):
+            T.func_attr({"tir.noalias": False})
+            acc = T.decl_buffer((2,), "int32")
+            for ch in range(c):
+                for y, z in T.grid(h, w):
+                    tmp[y * w + z] = x[0, y, z, ch]
+                for i, j in T.grid(ho, wo):
+                    output(tmp, wt, bias, acc, i, j, ch, 1, 0)
+                    store(out, (0, i, j, ch), acc[0], mult[ch], shift[ch])
+
+        return depthwise_inplace
 
     # Four channels at a time where their ring fits (4 * d bytes): one word of x and of w per tap (em_mac4_s8).
     # Output pixel q of channels ch..ch+3 overwrites input pixel q of the same four channels only, whose
@@ -325,7 +332,7 @@ def _depthwise_inplace_folded(x_shape, w_shape, zp, stride, dilation, pad, out_s
                     if k_out - d + 1 + t >= 0:
                         out[0, (k_out - d + 1 + t) // wo, (k_out - d + 1 + t) % wo, ch] = ring[(k_out - d + 1 + t) % d]
 
-    return depthwise_inplace if not delay else depthwise_inplace_delayed
+    return depthwise_inplace_delayed
 
 
 MAX_INPLACE_DELAY = 512  # bytes of stack the delayed in-place depthwise may hold per call
@@ -914,47 +921,47 @@ def conv2d_fast(x_shape, w_shape, in_zp, stride, dilation, pad, out_shape, rq: R
         store(out, opix(p + 1, oc), acc[2], mult[oc], shift[oc])
         store(out, opix(p + 1, oc + 1), acc[3], mult[oc + 1], shift[oc + 1])
 
-    @T.prim_func
-    def conv_columns(x: T.Buffer((n, h, w, c), "int8"), wt: T.Buffer((o, kh, kw, c), "int8"), bias: T.Buffer((o,), "int32"),
-                     mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
-        xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
-        wf = T.decl_buffer((o * kk,), "int8", data=wt.data)
-        acc = T.decl_buffer((4,), "int32")
-        col = T.decl_buffer((2 * kk,), "int8")
-        for pp in range((npix + 1) // 2):
-            gather(xf, col, pp * 2, 0)
-            if pp * 2 + 1 < npix:
-                gather(xf, col, pp * 2 + 1, 1)
-                for oo in range(o2):
-                    acc[0] = bias[oo * 2]
-                    acc[1] = bias[oo * 2 + 1]
-                    acc[2] = bias[oo * 2]
-                    acc[3] = bias[oo * 2 + 1]
-                    for k in T.serial(kk, annotations={DOT: 1}):
-                        acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + k])
-                        acc[1] = acc[1] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
-                        acc[2] = acc[2] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + k])
-                        acc[3] = acc[3] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
-                    store(out, opix(pp * 2, oo * 2), acc[0], mult[oo * 2], shift[oo * 2])
-                    store(out, opix(pp * 2, oo * 2 + 1), acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
-                    store(out, opix(pp * 2 + 1, oo * 2), acc[2], mult[oo * 2], shift[oo * 2])
-                    store(out, opix(pp * 2 + 1, oo * 2 + 1), acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
-                for oc in range(o2 * 2, o):
-                    acc[0] = bias[oc]
-                    acc[1] = bias[oc]
-                    for k in T.serial(kk, annotations={DOT: 1}):
-                        acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
-                        acc[1] = acc[1] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oc * kk + k])
-                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
-                    store(out, opix(pp * 2 + 1, oc), acc[1], mult[oc], shift[oc])
-            else:
-                for oc in range(o):
-                    acc[0] = bias[oc]
-                    for k in T.serial(kk, annotations={DOT: 1}):
-                        acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
-                    store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
+    if kw * c < 16 and 2 * kk <= COLUMN_BYTES:  # only the prim_func returned is parsed
+        @T.prim_func
+        def conv_columns(x: T.Buffer((n, h, w, c), "int8"), wt: T.Buffer((o, kh, kw, c), "int8"), bias: T.Buffer((o,), "int32"),
+                         mult: T.Buffer((o,), "int32"), shift: T.Buffer((o,), "int32"), out: T.Buffer((n, ho, wo, o), "int8")):
+            xf = T.decl_buffer((n * h * w * c,), "int8", data=x.data)
+            wf = T.decl_buffer((o * kk,), "int8", data=wt.data)
+            acc = T.decl_buffer((4,), "int32")
+            col = T.decl_buffer((2 * kk,), "int8")
+            for pp in range((npix + 1) // 2):
+                gather(xf, col, pp * 2, 0)
+                if pp * 2 + 1 < npix:
+                    gather(xf, col, pp * 2 + 1, 1)
+                    for oo in range(o2):
+                        acc[0] = bias[oo * 2]
+                        acc[1] = bias[oo * 2 + 1]
+                        acc[2] = bias[oo * 2]
+                        acc[3] = bias[oo * 2 + 1]
+                        for k in T.serial(kk, annotations={DOT: 1}):
+                            acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + k])
+                            acc[1] = acc[1] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
+                            acc[2] = acc[2] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + k])
+                            acc[3] = acc[3] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oo * 2 * kk + kk + k])
+                        store(out, opix(pp * 2, oo * 2), acc[0], mult[oo * 2], shift[oo * 2])
+                        store(out, opix(pp * 2, oo * 2 + 1), acc[1], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                        store(out, opix(pp * 2 + 1, oo * 2), acc[2], mult[oo * 2], shift[oo * 2])
+                        store(out, opix(pp * 2 + 1, oo * 2 + 1), acc[3], mult[oo * 2 + 1], shift[oo * 2 + 1])
+                    for oc in range(o2 * 2, o):
+                        acc[0] = bias[oc]
+                        acc[1] = bias[oc]
+                        for k in T.serial(kk, annotations={DOT: 1}):
+                            acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
+                            acc[1] = acc[1] + T.Cast("int32", col[kk + k]) * T.Cast("int32", wf[oc * kk + k])
+                        store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
+                        store(out, opix(pp * 2 + 1, oc), acc[1], mult[oc], shift[oc])
+                else:
+                    for oc in range(o):
+                        acc[0] = bias[oc]
+                        for k in T.serial(kk, annotations={DOT: 1}):
+                            acc[0] = acc[0] + T.Cast("int32", col[k]) * T.Cast("int32", wf[oc * kk + k])
+                        store(out, opix(pp * 2, oc), acc[0], mult[oc], shift[oc])
 
-    if kw * c < 16 and 2 * kk <= COLUMN_BYTES:
         return conv_columns
 
     @T.prim_func
