@@ -253,7 +253,11 @@ class Choice:
 
 def slowdown(p: Point, fastest: Point) -> float:
     """Percent more predicted instructions than the fastest candidate."""
-    return 100.0 * (p.instructions - fastest.instructions) / max(fastest.instructions, 1)
+    return percent_slower(p.instructions, fastest.instructions)
+
+
+def percent_slower(instructions: int, fastest: int) -> float:
+    return 100.0 * (instructions - fastest) / max(fastest, 1)
 
 
 def _least_arena(points: list, order: dict) -> Point:

@@ -102,13 +102,14 @@ def _refuse_slowdown(pareto: dict, budget: int, bound: float) -> None:
     """--max-slowdown and the RAM budget cannot both hold: say what each would take. (When no candidate
     fits at all, the plan stage refuses the build as without the bound.)"""
     from ..errors import DoesNotFitError
+    from .objective import percent_slower
 
     fitting = [p for p in pareto["points"] if p["arena_bytes"] <= budget]
     if not fitting:
         return
     fastest = min(p["instructions"] for p in pareto["points"])  # the fastest candidate is on the front
     best = min(fitting, key=lambda p: p["instructions"])
-    need = math.ceil(10_000 * (best["instructions"] - fastest) / max(fastest, 1)) / 100  # percent, rounded up
+    need = math.ceil(100 * percent_slower(best["instructions"], fastest)) / 100  # rounded up to 0.01 %
     taken = pareto["taken"]
     raise DoesNotFitError(
         f"no memory-pass sequence meets both the RAM budget and --max-slowdown {bound:g}: the least arena predicted "
