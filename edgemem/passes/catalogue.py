@@ -58,6 +58,9 @@ class GraphPass:
     # parameterized passes (e.g. a patch split): mod -> [(label, transform)], each a move of its own for the
     # orchestrator (orchestrate.expand_variants: "name[label]"), costed like any state; None: ``transform`` only
     variants: Callable[[tvm.IRModule], list] | None = None
+    # adds work (MACs) and may cost many seconds per trial: the orchestrator tries it only once the passes
+    # that add none are explored (its default objective is the fewest instructions that fit)
+    deferred: bool = False
 
     def __call__(self, mod: tvm.IRModule) -> tvm.IRModule:
         return self.transform(mod)
@@ -101,9 +104,9 @@ def _edgemem_passes() -> list[GraphPass]:
                   fold_dequantize, "edgemem", (Elide(None, frozenset({"DEQUANTIZE"}), "a DEQUANTIZE's int8 input"),)),
         # no floor capability: a copy has its original's inputs and output, so no operator's own need changes
         GraphPass("remat", "a cheap tensor (pooling, element-wise, PAD) held across the peak is recomputed for its late readers",
-                  remat, "edgemem"),
+                  remat, "edgemem", deferred=True),
         GraphPass("patches", "the first operators run tile by tile (halos recomputed) so their large tensors never exist whole",
-                  patches, "edgemem", (Patch(STAGE_KINDS | {"PAD", "PADV2"}),)),  # PADs: folded first (fold_pad)
+                  patches, "edgemem", (Patch(STAGE_KINDS | {"PAD", "PADV2"}),), deferred=True),  # PADs: folded first (fold_pad)
     ]  # fmt: skip
 
 

@@ -153,6 +153,8 @@ class _Search:
         self.start, self.time_budget, self.max_trials = clock(), time_budget, max_trials
         self.rng = random.Random(seed)
         self.redetect = 1.0 if learn_all else REDETECT
+        # passes adding work (catalogue.GraphPass.deferred): detected only when no other move is believed
+        self.eager = [p.name for p in self.passes if not getattr(p, "deferred", False)]
         self.obs = EffectTable()
         self.applied: dict = {}  # (module key, pass) -> (module, key, figures or None)
         self.figures: dict = {}  # module key -> figures
@@ -281,7 +283,7 @@ class _Search:
             return
         child = self.add_state(mod, key, figures, state.path + (name,), state, name)
         if self.rng.random() < self.redetect:
-            self.detect(child, self.index)
+            self.detect(child, self.eager)
 
     def pick_state(self) -> _State | None:
         initial = max(self.states[0].figures["arena_bytes"], 1)
@@ -301,7 +303,8 @@ class _Search:
                 return cached[2]["arena_bytes"] / max(state.figures["arena_bytes"], 1)
             return self.table.arena_ratio(name)
 
-        names = sorted(state.believed - state.tried, key=lambda n: (expected(n), self.index[n]))
+        open_moves = state.believed - state.tried
+        names = sorted(open_moves.intersection(self.eager) or open_moves, key=lambda n: (expected(n), self.index[n]))
         return names[self._biased_rank(len(names))]
 
     def _biased_rank(self, n: int) -> int:
@@ -317,8 +320,9 @@ class _Search:
                 if target is not None and self.best.figures["arena_bytes"] <= target:
                     return "target"
                 waiting = [s for s in self.states if s.unknown]
-                if waiting and waiting[0].id == 0:  # the input module's opportunities come first
-                    self.detect(waiting[0], set(waiting[0].unknown))
+                root_eager = self.states[0].unknown.intersection(self.eager)
+                if root_eager:  # the input module's opportunities come first (those adding work come last)
+                    self.detect(self.states[0], root_eager)
                     continue
                 state = self.pick_state()
                 if state is not None:
