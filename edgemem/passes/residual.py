@@ -126,19 +126,28 @@ def _subst(expr, env: dict):
 # -- the Relax side: pairs of calls in main ---------------------------------------------------------------
 
 
-def _pair(b: Bindings, var):
+def _pair(b: Bindings, var, memo: dict | None = None):
     """(anchor var, reader var, slot, fused PrimFunc) if ``var``'s kernel is a fast anchor whose result only
-    one element-wise kernel reads, once, and the two fuse; else None."""
+    one element-wise kernel reads, once, and the two fuse; else None. ``memo`` keeps the TIR checks and
+    fusions per kernel objects (TVM objects hash by identity) across fuse_pairs' rounds, which meet the same
+    kernels again."""
+    memo = {} if memo is None else memo
     k = b.kernel(var)
-    if k is None or not _stores_only_once_per_element(k.prim):
+    if k is None:
+        return None
+    if k.prim not in memo:
+        memo[k.prim] = _stores_only_once_per_element(k.prim)
+    if not memo[k.prim]:
         return None
     reader = b.sole_reader(var)
     rk = b.kernel(reader) if reader is not None else None
     if rk is None or sum(1 for a in rk.args if a.same_as(var)) != 1:
         return None
     slot = next(i for i, a in enumerate(rk.args) if a.same_as(var))
-    fused = fuse_epilogue(k.prim, rk.prim, slot)
-    return None if fused is None else (var, reader, slot, fused)
+    key = (k.prim, rk.prim, slot)
+    if key not in memo:
+        memo[key] = fuse_epilogue(k.prim, rk.prim, slot)
+    return None if memo[key] is None else (var, reader, slot, memo[key])
 
 
 def _kinds(*prims) -> str:
@@ -148,9 +157,11 @@ def _kinds(*prims) -> str:
 def fuse_pairs(mod: tvm.IRModule, keep=lambda name, prim: True) -> tvm.IRModule:
     """Every fast anchor fused with its element-wise reader (not in place); ``keep(name, fused)`` may refuse
     a pair (tvm_fusion's scratch limit). Chains fuse one reader per round (conv -> ADD -> MUL: two rounds)."""
+    memo: dict = {}
     while True:
         b = Bindings(mod)
-        pairs = _one_per_reader(p for p in (_pair(b, v) for v in b.defs) if p is not None and keep(_name(b, p), _named(b, p)))
+        pairs = _one_per_reader(p for p in (_pair(b, v, memo) for v in b.defs)
+                                if p is not None and keep(_name(b, p), _named(b, p)))  # fmt: skip
         if not pairs:
             return mod
         mod = rebuild(mod, {reader: _call(b, anchor, reader, slot, fused) for anchor, reader, slot, fused in pairs},
