@@ -1,0 +1,136 @@
+"""Rolling patch stages (issue 20; geometry in memory/rolling.py, the stage operator in passes/rolling.py).
+
+Oracles: a row-by-row simulation of the rings against a brute-force enumeration of the rows and columns each
+output row reads (the geometry: every row an op reads is in its input's ring when it runs, no row of any
+tensor is computed twice along H, every S row once, no ring over its capacity); TFLite Micro (the rolling
+module under QEMU). The control: a ring one row too small computes a wrong output.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from edgemem.memory import patches as geo
+from edgemem.memory import rolling
+
+# -- geometry against a brute-force simulation ----------------------------------------------------------
+
+
+def _rows_read(w: geo.Window | None, y: int, h_in: int) -> set[int]:
+    if w is None:
+        return {y}
+    return {y * w.sh - w.pt + i * w.dh for i in range(w.kh)} & set(range(h_in))
+
+
+def _cols_read(w: geo.Window | None, cols: tuple[int, int], w_in: int) -> set[int]:
+    if w is None:
+        return set(range(*cols))
+    return {j * w.sw - w.pl + i * w.dw for j in range(*cols) for i in range(w.kw)} & set(range(w_in))
+
+
+def _random_stage(rng: random.Random):
+    """A chain of convolutions (k 1/3/5, stride 1/2, dilation 1/2, SAME-like padding) with residual ADDs."""
+    h, w = rng.randrange(5, 40), rng.randrange(4, 30)
+    hw = {"x": (h, w)}
+    ops, cur, n = [], "x", rng.randrange(1, 7)
+    for i in range(n):
+        if i > 0 and rng.random() < 0.25 and ops[-1].window is not None:  # a residual: op i-1 + op i-1's input
+            prev = ops[-1]
+            if hw[prev.inputs[0]] == hw[prev.output]:
+                name = f"t{i}"
+                ops.append(geo.StageOp((prev.inputs[0], prev.output), name, None))
+                hw[name] = hw[prev.output]
+                cur = name
+                continue
+        k, s, d = rng.choice([1, 3, 3, 5]), rng.choice([1, 1, 2]), rng.choice([1, 1, 2])
+        span = (k - 1) * d + 1
+        ih, iw = hw[cur]
+        oh, ow = -(-ih // s), -(-iw // s)
+        pt = max(0, ((oh - 1) * s + span - ih) // 2)
+        pl = max(0, ((ow - 1) * s + span - iw) // 2)
+        name = f"t{i}"
+        ops.append(geo.StageOp((cur,), name, geo.Window(k, k, s, s, d, d, pt, pl)))
+        hw[name] = (oh, ow)
+        cur = name
+    return ops, hw
+
+
+def _simulate(ops, hw, tp: rolling.TilePlan, shrink: str | None = None):
+    """Run the tile's steps on sets of row indices; AssertionError where the schedule is wrong. ``shrink``:
+    that tensor's ring holds one row fewer than planned (the control)."""
+    s = ops[-1].output
+    ring = {t: [] for t in tp.capacity}  # rows held, in order
+    computed = {t: set() for t in [*tp.capacity, s]}
+    cap = dict(tp.capacity)
+    if shrink:
+        cap[shrink] -= 1
+    for st in tp.steps:
+        for t in ring:  # drop the rows no reader needs any more: the kept ones are [lo, kept)
+            ring[t] = [y for y in ring[t] if y >= st.lo[t]]
+            assert ring[t] == list(range(st.lo[t], st.kept[t])), (t, st.r, ring[t], st.lo[t], st.kept[t])
+        a, b = st.input_rows
+        x = ops[0].inputs[0]
+        ring[x] += list(range(a, b))
+        computed[x] |= set(range(a, b))
+        assert len(ring[x]) <= cap[x]
+        for call in st.calls:
+            op = ops[call.op]
+            out_cols = tp.boxes[op.output]
+            for i, (lo, hi) in zip(op.inputs, call.reads):
+                want = tp.wants[(call.op, i)]
+                assert _cols_read(op.window, out_cols, hw[i][1]) <= set(range(*want))
+                assert tp.boxes[i][0] <= want[0] and want[1] <= tp.boxes[i][1]
+                rows = set().union(*(_rows_read(op.window, y, hw[i][0]) for y in range(*call.rows)))
+                assert rows <= set(range(lo, hi)) and set(range(lo, hi)) <= set(ring[i]), (call, i, ring[i])
+            new = set(range(*call.rows))
+            assert not new & computed[op.output], f"rows {new & computed[op.output]} of {op.output} computed twice"
+            computed[op.output] |= new
+            if op.output != s:
+                assert ring[op.output][-1:] == [] or ring[op.output][-1] == call.rows[0] - 1 or not ring[op.output]
+                ring[op.output] += sorted(new)
+                assert len(ring[op.output]) <= cap[op.output], (op.output, st.r)
+    assert computed[s] == set(range(hw[s][0]))
+
+
+def test_rings_hold_every_row_read_and_no_row_is_computed_twice():
+    rng = random.Random(20)
+    for _ in range(300):
+        ops, hw = _random_stage(rng)
+        q = rng.randrange(1, min(4, hw[ops[-1].output][1]) + 1)
+        tiles = rolling.plan(ops, hw, "x", q)
+        assert [t.cols for t in tiles] == geo.split(hw[ops[-1].output][1], q)
+        for tp in tiles:
+            _simulate(ops, hw, tp)
+
+
+def test_a_ring_one_row_too_small_fails_the_simulation():
+    rng = random.Random(3)
+    failed = 0
+    for _ in range(100):
+        ops, hw = _random_stage(rng)
+        tp = rolling.plan(ops, hw, "x", 1)[0]
+        for t, c in tp.capacity.items():
+            if c > 0:
+                with pytest.raises(AssertionError):
+                    _simulate(ops, hw, tp, shrink=t)
+                failed += 1
+    assert failed > 100
+
+
+def test_interior_steps_repeat_and_rows_are_never_recomputed():
+    """MobileNetV2's first block shape: a 3x3 stride-2 conv, a depthwise, 1x1s: every interior step has the
+    same shape, and the ops compute each row of their output once (MACs = the unsplit op's along H)."""
+    w3 = geo.Window(3, 3, 2, 2, 1, 1, 0, 0)
+    dw = geo.Window(3, 3, 1, 1, 1, 1, 1, 1)
+    one = geo.Window(1, 1, 1, 1, 1, 1, 0, 0)
+    ops = [geo.StageOp(("x",), "a", w3), geo.StageOp(("a",), "b", dw), geo.StageOp(("b",), "c", one)]
+    hw = {"x": (33, 33), "a": (16, 16), "b": (16, 16), "c": (16, 16)}
+    tp = rolling.plan(ops, hw, "x", 1)[0]
+    rows = {k: sum(c.rows[1] - c.rows[0] for st in tp.steps for c in st.calls if c.op == k) for k in range(3)}
+    assert rows == {0: 16, 1: 16, 2: 16}
+    shapes = {tuple((c.op, c.rows[1] - c.rows[0], tuple(b - a for a, b in c.reads)) for c in st.calls)
+              for st in tp.steps[2:-2]}  # fmt: skip
+    assert len(shapes) == 1
+    assert tp.capacity == {"x": 5, "a": 3, "b": 1}  # x: the first step makes two rows of a (b row 0 reads a rows 0-1)
