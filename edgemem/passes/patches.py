@@ -87,6 +87,11 @@ class Candidate:
     base_arena: int
     base_macs: int
     stage_peak: int = 0  # the most bytes live during the patch loop
+    rolling: bool = False  # rolling rows x grid[1] column tiles (passes/rolling.py), not a p x q grid
+
+    @property
+    def label(self) -> str:
+        return f"after op {self.split}, " + (f"rolling x {self.grid[1]}" if self.rolling else f"{self.grid[0]}x{self.grid[1]}")
 
     def costs(self) -> tuple[int, int]:
         """What the Pareto filter compares (objective.pareto_front): arena, then MACs."""
@@ -320,7 +325,7 @@ def _measure(graph: OpGraph, align: int, seconds: float, stage_ops: int = 0) -> 
 
 
 def candidates(mod, max_overhead: float | None = None, *, align: int = 4, seconds: float = 0.05,
-               grids=None, keep_all: bool = False) -> list[Candidate]:  # fmt: skip
+               grids=None, keep_all: bool = False, rolling: bool = True) -> list[Candidate]:  # fmt: skip
     """Every (split, p x q) of ``mod``'s patch stages within ``max_overhead`` extra MACs (a fraction; None:
     the default for the module, ``default_overhead``), scored on the patched operator graph by the build's
     scheduler and planner. Sorted by (arena, MACs). Only candidates with an arena strictly below the unsplit
@@ -347,6 +352,10 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
             arena, peak = _measure(as_planned(mod, _patched_graph(raw, stage, prog)), align, seconds, len(prog))
             if arena < base or keep_all:
                 out.append(Candidate(stage.split, stage.tensor, (p, q), arena, macs, base, base_macs, peak))
+    if rolling:  # rolling rows x column tiles: the same scheduler, planner and MAC limit (passes/rolling.py)
+        from . import rolling as roll
+
+        out += roll.candidates(mod, limit, align=align, seconds=seconds, keep_all=keep_all)
     return sorted(out, key=lambda c: (c.arena, c.stage_peak, c.macs))
 
 
@@ -420,8 +429,13 @@ def _add(bb, prim, symbol: str, kind: str, macs: int, spec=None):
 
 
 def apply(mod, cand: Candidate) -> tvm.IRModule:
-    """``mod`` with ops 0..cand.split run tile by tile in a cand.grid grid."""
+    """``mod`` with ops 0..cand.split run tile by tile in a cand.grid grid (or as one rolling-stage kernel)."""
     from ..ir.graph import read_graph
+
+    if cand.rolling:
+        from . import rolling as roll
+
+        return roll.apply(mod, cand)
 
     graph = read_graph(mod)
     stage = next((s for s in stages(mod) if s.split == cand.split), None)
