@@ -58,39 +58,40 @@ def _random_stage(rng: random.Random):
 
 
 def _simulate(ops, hw, tp: rolling.TilePlan, shrink: str | None = None):
-    """Run the tile's steps on sets of row indices; AssertionError where the schedule is wrong. ``shrink``:
+    """Run the tile's calls on lists of row indices; AssertionError where the schedule is wrong. ``shrink``:
     that tensor's ring holds one row fewer than planned (the control)."""
     s = ops[-1].output
+    x = ops[0].inputs[0]
     ring = {t: [] for t in tp.capacity}  # rows held, in order
     computed = {t: set() for t in [*tp.capacity, s]}
     cap = dict(tp.capacity)
     if shrink:
         cap[shrink] -= 1
     for st in tp.steps:
-        for t in ring:  # drop the rows no reader needs any more: the kept ones are [lo, kept)
-            ring[t] = [y for y in ring[t] if y >= st.lo[t]]
-            assert ring[t] == list(range(st.lo[t], st.kept[t])), (t, st.r, ring[t], st.lo[t], st.kept[t])
-        a, b = st.input_rows
-        x = ops[0].inputs[0]
-        ring[x] += list(range(a, b))
-        computed[x] |= set(range(a, b))
-        assert len(ring[x]) <= cap[x]
         for call in st.calls:
-            op = ops[call.op]
-            out_cols = tp.boxes[op.output]
-            for i, (lo, hi) in zip(op.inputs, call.reads):
-                want = tp.wants[(call.op, i)]
-                assert _cols_read(op.window, out_cols, hw[i][1]) <= set(range(*want))
-                assert tp.boxes[i][0] <= want[0] and want[1] <= tp.boxes[i][1]
-                rows = set().union(*(_rows_read(op.window, y, hw[i][0]) for y in range(*call.rows)))
-                assert rows <= set(range(lo, hi)) and set(range(lo, hi)) <= set(ring[i]), (call, i, ring[i])
-            new = set(range(*call.rows))
-            assert not new & computed[op.output], f"rows {new & computed[op.output]} of {op.output} computed twice"
-            computed[op.output] |= new
-            if op.output != s:
-                assert ring[op.output][-1:] == [] or ring[op.output][-1] == call.rows[0] - 1 or not ring[op.output]
-                ring[op.output] += sorted(new)
-                assert len(ring[op.output]) <= cap[op.output], (op.output, st.r)
+            t = x if call.op < 0 else ops[call.op].output
+            if call.op >= 0:
+                op = ops[call.op]
+                out_cols = tp.boxes[t]
+                for i, (lo, hi), in_lo in zip(op.inputs, call.reads, call.in_lo):
+                    want = tp.wants[(call.op, i)]
+                    assert _cols_read(op.window, out_cols, hw[i][1]) <= set(range(*want))
+                    assert tp.boxes[i][0] <= want[0] and want[1] <= tp.boxes[i][1]
+                    rows = set().union(*(_rows_read(op.window, y, hw[i][0]) for y in range(*call.rows)))
+                    assert rows <= set(range(lo, hi)) and set(range(lo, hi)) <= set(ring[i]), (call, i, ring[i])
+                    assert ring[i][0] == in_lo  # where the kernel's input pointer is computed from
+            new = list(range(*call.rows))
+            assert not set(new) & computed[t], f"rows {set(new) & computed[t]} of {t} computed twice"
+            computed[t] |= set(new)
+            if t == s:
+                assert call.rows == (st.r, st.r + 1)
+                continue
+            before = ring[t][0] if ring[t] else None
+            ring[t] = [y for y in ring[t] if y >= call.lo]  # the shift: rows no later call reads
+            assert ring[t] == list(range(call.lo, call.rows[0])), (t, call, ring[t])
+            assert call.drop is None or before is None or call.drop == call.lo - before
+            ring[t] += new
+            assert len(ring[t]) <= cap[t], (t, st.r, len(ring[t]), cap[t])
     assert computed[s] == set(range(hw[s][0]))
 
 
@@ -130,7 +131,9 @@ def test_interior_steps_repeat_and_rows_are_never_recomputed():
     tp = rolling.plan(ops, hw, "x", 1)[0]
     rows = {k: sum(c.rows[1] - c.rows[0] for st in tp.steps for c in st.calls if c.op == k) for k in range(3)}
     assert rows == {0: 16, 1: 16, 2: 16}
-    shapes = {tuple((c.op, c.rows[1] - c.rows[0], tuple(b - a for a, b in c.reads)) for c in st.calls)
+    shapes = {tuple((c.op, c.rows[0] - c.lo, c.drop, c.pad, tuple(b - a for a, b in c.reads),
+                     tuple(a - lo for (a, _b), lo in zip(c.reads, c.in_lo))) for c in st.calls)
               for st in tp.steps[2:-2]}  # fmt: skip
     assert len(shapes) == 1
-    assert tp.capacity == {"x": 5, "a": 3, "b": 1}  # x: the first step makes two rows of a (b row 0 reads a rows 0-1)
+    # x: the 3x3 stride-2 conv reads 3 rows (2 new ones a row); a: the depthwise reads 3; b: the 1x1 reads 1
+    assert tp.capacity == {"x": 3, "a": 3, "b": 1}

@@ -1,21 +1,20 @@
 """Geometry of a rolling patch stage (issue 20): the stage runs column tile by column tile (outer loop) and,
-inside a tile, one row of the split tensor S at a time (inner loop). Every stage tensor keeps a small buffer
-("ring") of the rows its readers still need; at each step an op computes only its *new* rows, so no row is
-ever computed twice along H (only the column halos of neighbouring tiles are recomputed).
+inside a tile, one row of the split tensor S at a time (step r). Every stage tensor keeps a small buffer
+("ring") of the rows its readers still need; an op computes each row of its output once (no row is
+computed twice along H; only the column halos of neighbouring tiles are recomputed).
 
-    plan(ops, hw, q) -> [TilePlan]   per column tile: the column box of every tensor, and per step (S row)
-                                     the rows each op computes and reads and where its ring starts
+    plan(ops, hw, x, q) -> [TilePlan]   per column tile: the column box of every tensor, and per step the
+                                        calls (one output row each) with the rows they read and where each
+                                        ring starts
 
-Definitions, for column tile c and step r (S rows [0, r+1) done after it):
-- ``hi[t][r]``: the end row of tensor t needed for S rows [0, r+1) -- back-propagated with the same window
-  arithmetic as memory/patches.py (``regions``), clipped at the borders; ``hi[t][-1] = 0``.
-- ``lo[t][r]``: the first row of t any reader of t still needs at step r or later (the ring keeps
-  [lo, hi)); rows below it are dropped before t's new rows are written (a shift of the ring, which always
-  starts at ``lo``).
-- new rows of t at step r: [max(hi[t][r-1], lo[t][r]), hi[t][r]) (rows a stride skips are never computed).
-The model input is a tensor "produced" by a copy of its new rows; S is written row by row in place (one
-S row per step: a contiguous NHWC run of the tile's columns). Pure Python, no TVM: tests/test_rolling.py
-simulates the rings row by row against a brute-force enumeration of the rows each output row reads.
+Rows are made on demand, one at a time: S row r needs rows of its op's inputs, each made (if not yet) by
+its own producer from the rows *it* needs, recursively, down to copies of the model input's rows. A tensor
+read by one op only skips rows that op never reads (a 1x1 convolution with stride 2). Before a row of t is
+written, t's ring drops the rows no later call reads (the ring is shifted so it starts at ``lo``): the ring
+holds rows [lo, row] after the call, so its capacity is about a window's height, not the cone of one S row.
+The model input's rows are copied into its own ring (op -1); S is written in place (a row of a tile is one
+contiguous NHWC run). Pure Python, no TVM: tests/test_rolling.py simulates the rings row by row against a
+brute-force enumeration of the rows each output row reads.
 """
 
 from __future__ import annotations
@@ -27,25 +26,25 @@ from .patches import Box, StageOp, needed, patch_pad, regions, split
 
 @dataclass(frozen=True)
 class Call:
-    """Op ``op`` at one step: output rows [a, b) (absolute), per activation input the rows it reads
-    (absolute, clipped), and for a convolution the patch kernel's padding (top, left, bottom, right)."""
+    """One call: op ``op`` (-1: a copy of model input rows) makes rows [a, b) of its output, reading per
+    activation input the rows ``reads`` (absolute, clipped) from that input's ring, which starts at row
+    ``in_lo``. Before it, the output's ring drops rows below ``lo`` (``drop`` rows since its previous start;
+    None: its first row in this tile), keeping [lo, a). ``pad``: a convolution's patch padding."""
 
     op: int
     rows: tuple[int, int]
-    reads: tuple[tuple[int, int], ...]
+    reads: tuple[tuple[int, int], ...] = ()
+    in_lo: tuple[int, ...] = ()
     pad: tuple[int, ...] = ()
+    lo: int = 0
+    drop: int | None = None
 
 
 @dataclass
 class Step:
-    """Step r: per tensor (the input included, S excluded) the ring's first row after the shift (``lo``)
-    and the rows kept from the previous step (``kept``: [lo, kept) moved to the ring's top), the input's
-    new rows, then the calls in op order."""
+    """The calls that make S row ``r`` (and whatever rows of other tensors it needs first), in order."""
 
     r: int
-    lo: dict[str, int]
-    kept: dict[str, int]
-    input_rows: tuple[int, int]
     calls: list[Call]
 
 
@@ -55,7 +54,7 @@ class TilePlan:
     boxes: dict[str, tuple[int, int]]  # column box [c0, c1) of every tensor
     wants: dict[tuple[int, str], tuple[int, int]]  # (op, input): columns that op reads
     steps: list[Step] = field(default_factory=list)
-    capacity: dict[str, int] = field(default_factory=dict)  # rows each ring holds at most (S: 0)
+    capacity: dict[str, int] = field(default_factory=dict)  # rows each ring holds at most (S has none)
 
 
 def _col_box(box: Box) -> tuple[int, int]:
@@ -65,51 +64,68 @@ def _col_box(box: Box) -> tuple[int, int]:
 def tile_plan(ops: list[StageOp], hw: dict[str, tuple[int, int]], x: str, cols: tuple[int, int]) -> TilePlan:
     """The rolling schedule of the S columns ``cols`` (``x``: the model input, read by the stage's first ops)."""
     s = ops[-1].output
-    h = hw[s][0]
     c0, c1 = cols
-    boxes, wants = regions(ops, (0, h, c0, c1), hw)
+    boxes, wants = regions(ops, (0, hw[s][0], c0, c1), hw)
     tp = TilePlan(cols, {t: _col_box(b) for t, b in boxes.items()}, {k: _col_box(b) for k, b in wants.items()})
-    ring = [x] + [op.output for op in ops[:-1]]  # tensors with a ring
-    readers: dict[str, list[int]] = {t: [] for t in ring}
+    producer = {op.output: k for k, op in enumerate(ops)}
+    readers: dict[str, list[int]] = {t: [] for t in [x, *producer]}
     for k, op in enumerate(ops):
         for i in op.inputs:
             readers[i].append(k)
-    hi = {t: [0] * (h + 1) for t in ring}  # hi[t][r + 1]: end row after step r
-    for r in range(h):
-        bx, _ = regions(ops, (0, r + 1, c0, c1), hw)
-        for t in ring:
-            hi[t][r + 1] = bx[t][1]
-    # backwards over the steps: each reader's first row read at this step or later (None: never again)
-    nxt: dict[tuple[str, int], int | None] = {(t, k): None for t in ring for k in readers[t]}
-    steps: list[Step] = []
-    for r in range(h - 1, -1, -1):
-        calls: list[Call] = []
-        lo: dict[str, int] = {}
-        rows_of = {s: (r, r + 1)}
-        for k in range(len(ops) - 1, -1, -1):
-            op = ops[k]
-            t = op.output
+    done = {t: 0 for t in readers}  # rows made so far
+    flat: list[tuple[int, int, tuple, tuple]] = []  # (op, row, reads, pad) in call order
+
+    def ensure(t: str, hi: int, lo: int) -> None:
+        while done[t] < hi:
+            y = max(done[t], lo) if len(readers[t]) == 1 else done[t]  # a sole reader never reads below lo
+            make(t, y)
+            done[t] = y + 1
+
+    def make(t: str, y: int) -> None:
+        if t == x:
+            flat.append((-1, y, (), ()))
+            return
+        k = producer[t]
+        op = ops[k]
+        box = (y, y + 1, *boxes[t][2:])
+        reads = []
+        for i in op.inputs:
+            need = needed(op.window, box, hw[i])
+            ensure(i, need[1], need[0])
+            reads.append((need[0], need[1]))
+        pad = patch_pad(op.window, box, needed(op.window, box, hw[op.inputs[0]])) if op.window else ()
+        flat.append((k, y, tuple(reads), pad))
+
+    bounds = []
+    for r in range(hw[s][0]):
+        ensure(s, r + 1, r)
+        bounds.append(len(flat))
+    # backwards: the first row any later call reads of each tensor (the ring keeps from there)
+    later: dict[str, int | None] = {t: None for t in readers}
+    lo_at: list[int] = [0] * len(flat)
+    for n in range(len(flat) - 1, -1, -1):
+        k, y, reads, _pad = flat[n]
+        t = x if k < 0 else ops[k].output
+        lo_at[n] = y if later[t] is None else min(later[t], y)
+        for i, (a, _b) in zip(ops[k].inputs if k >= 0 else (), reads):
+            later[i] = a if later[i] is None else min(later[i], a)
+    ring_lo: dict[str, int | None] = {t: None for t in readers}
+    cap = {t: 0 for t in readers if t != s}
+    steps, start = [], 0
+    for r, end in enumerate(bounds):
+        calls = []
+        for n in range(start, end):
+            k, y, reads, pad = flat[n]
+            t = x if k < 0 else ops[k].output
+            in_lo = tuple(ring_lo[i] for i in ops[k].inputs) if k >= 0 else ()
+            drop = None if ring_lo[t] is None else lo_at[n] - ring_lo[t]
             if t != s:
-                firsts = [nxt[(t, kk)] for kk in readers[t] if nxt[(t, kk)] is not None]
-                lo[t] = min(firsts) if firsts else hi[t][r + 1]
-                rows_of[t] = (max(hi[t][r], lo[t]), hi[t][r + 1])
-            a, b = rows_of[t]
-            if a >= b:
-                continue
-            box = (a, b, *boxes[t][2:])
-            reads = []
-            for i in op.inputs:
-                need = needed(op.window, box, hw[i])
-                reads.append((need[0], need[1]))
-                nxt[(i, k)] = need[0]
-            pad = patch_pad(op.window, box, needed(op.window, box, hw[op.inputs[0]])) if op.window else ()
-            calls.append(Call(k, (a, b), tuple(reads), pad))
-        firsts = [nxt[(x, kk)] for kk in readers[x] if nxt[(x, kk)] is not None]
-        lo[x] = min(firsts) if firsts else hi[x][r + 1]
-        kept = {t: max(lo[t], hi[t][r]) for t in ring}
-        steps.append(Step(r, lo, kept, (kept[x], hi[x][r + 1]), calls[::-1]))
-    tp.steps = steps[::-1]
-    tp.capacity = {t: max(hi[t][st.r + 1] - st.lo[t] for st in tp.steps) for t in ring}
+                ring_lo[t] = lo_at[n]
+                cap[t] = max(cap[t], y + 1 - lo_at[n])
+            calls.append(Call(k, (y, y + 1), reads, in_lo, pad, lo_at[n] if t != s else y, drop if t != s else None))
+        steps.append(Step(r, calls))
+        start = end
+    tp.steps, tp.capacity = steps, cap
     return tp
 
 

@@ -95,6 +95,8 @@ def layout(graph: OpGraph, stage, q: int) -> Layout:
     for tp in tiles:
         for st in tp.steps:
             for c in st.calls:
+                if c.op < 0:
+                    continue
                 op = graph.ops[c.op]
                 full = hw[op.output][0] * hw[op.output][1]
                 lay.macs += op.macs * (c.rows[1] - c.rows[0]) * _width(tp.boxes[stage.ops[c.op].output]) // full
@@ -185,6 +187,8 @@ def _kernels(mod, graph: OpGraph, stage, lay: Layout, prefix: str) -> tuple[dict
     for tp in lay.tiles:
         for st in tp.steps:
             for c in st.calls:
+                if c.op < 0:
+                    continue
                 sop = stage.ops[c.op]
                 out_w = _width(tp.boxes[sop.output])
                 in_w = _width(tp.wants[(c.op, sop.inputs[0])])
@@ -224,39 +228,49 @@ def _copy(lines: list, ind: str, n: int, dst: str, src: str, var: str) -> None:
     lines.append(f"{ind}    {dst.format(var)} = {src.format(var)}")
 
 
-def _step_text(graph, stage, lay: Layout, tp, st, prev, names, consts, r_expr: str, a_expr: str) -> list[str]:
-    """The TIR lines of one step (rows written as expressions of the loop variable): ring shifts, the input's
-    new rows, column copies, the patch kernels' calls."""
+def _key(tp, stage, c) -> tuple:
+    """What a call's patch kernel depends on: op, input rows x columns, output rows x columns, padding."""
+    sop = stage.ops[c.op]
+    return (c.op, c.reads[0][1] - c.reads[0][0], _width(tp.wants[(c.op, sop.inputs[0])]), c.rows[1] - c.rows[0],
+            _width(tp.boxes[sop.output]), c.pad)  # fmt: skip
+
+
+def _step_text(graph, stage, lay: Layout, tp, st, names, consts, r_expr: str, y_expr) -> list[str]:
+    """The TIR lines of one step (absolute rows as expressions of the loop variable r): per call, the shift
+    of its output's ring, then the copy of a model input row, or the column copies and the patch kernel's call."""
     x = graph.inputs[0]
     s = stage.tensor
     ch = lay.channels
     row = {t: _width(tp.boxes[t]) * ch[t] for t in lay.ring}  # bytes of one ring row in this tile
     lines: list[str] = []
     ind = "        "
-    for t, (off, _n) in lay.ring.items():
-        keep = (st.kept[t] - st.lo[t]) * row[t]
-        drop = (st.lo[t] - prev.lo[t]) * row[t] if prev is not None else 0
-        if keep > 0 and drop > 0:
-            _copy(lines, ind, keep, f"ws[{off} + {{}}]", f"ws[{off + drop} + {{}}]", "i")
-    a, b = st.input_rows
-    if b > a:
-        c0 = tp.boxes[x][0]
-        w = _width(tp.boxes[x])
-        off = lay.ring[x][0] + (a - st.lo[x]) * row[x]
-        lines.append(f"{ind}for i, j, k in T.grid({b - a}, {w}, {ch[x]}):")
-        lines.append(f"{ind}    ws[{off} + (i * {w} + j) * {ch[x]} + k] = x[0, {a_expr} + i, {c0} + j, k]")
+    copies = 0
     for c in st.calls:
+        t = x if c.op < 0 else stage.ops[c.op].output
+        if t != s:
+            keep = (c.rows[0] - c.lo) * row[t]
+            if keep > 0 and c.drop:
+                off = lay.ring[t][0]
+                lines.append(f"{ind}for i in range({keep}):")
+                lines.append(f"{ind}    ws[{off} + i] = ws[{off + c.drop * row[t]} + i]")
+            out_off = lay.ring[t][0] + (c.rows[0] - c.lo) * row[t]
+        if c.op < 0:  # a row of the model input, the tile's columns
+            c0, w = tp.boxes[x][0], _width(tp.boxes[x])
+            lines.append(f"{ind}for j, k in T.grid({w}, {ch[x]}):")
+            lines.append(f"{ind}    ws[{out_off} + j * {ch[x]} + k] = x[0, {y_expr(copies)}, {c0} + j, k]")
+            copies += 1
+            continue
         sop = stage.ops[c.op]
         op = graph.ops[c.op]
         ptrs = []
-        acts = iter(zip(sop.inputs, c.reads))
+        acts = iter(zip(sop.inputs, c.reads, c.in_lo))
         for n in op.inputs:
             if graph.tensors[n].is_const:
                 ptrs.append(_first(f"c{consts.index(n)}", len(graph.tensors[n].shape)))
                 continue
-            i, (lo, hi) = next(acts)
-            src = lay.ring[i][0] + (lo - st.lo[i]) * row[i]
-            if (c.op, i) in lay.sub:
+            i, (lo, hi), in_lo = next(acts)
+            src = lay.ring[i][0] + (lo - in_lo) * row[i]
+            if (c.op, i) in lay.sub and tp.wants[(c.op, i)] != tp.boxes[i]:
                 want = tp.wants[(c.op, i)]
                 dst = lay.sub[(c.op, i)][0]
                 ww, wi = _width(want), _width(tp.boxes[i])
@@ -266,39 +280,35 @@ def _step_text(graph, stage, lay: Layout, tp, st, prev, names, consts, r_expr: s
                 ptrs.append(f"T.address_of(ws[{dst}])")
             else:
                 ptrs.append(f"T.address_of(ws[{src}])")
-        if sop.output == s:
+        if t == s:
             ptrs.append(f"T.address_of(s[0, {r_expr}, {tp.cols[0]}, 0])")
         else:
-            ptrs.append(f"T.address_of(ws[{lay.ring[sop.output][0] + (c.rows[0] - st.lo[sop.output]) * row[sop.output]}])")
-        key = (c.op, c.reads[0][1] - c.reads[0][0], _width(tp.wants[(c.op, sop.inputs[0])]), c.rows[1] - c.rows[0],
-               _width(tp.boxes[sop.output]), c.pad)  # fmt: skip
-        lines.append(f'{ind}T.evaluate(T.call_extern("int32", "{names[key]}", {", ".join(ptrs)}))')
+            ptrs.append(f"T.address_of(ws[{out_off}])")
+        lines.append(f'{ind}T.evaluate(T.call_extern("int32", "{names[_key(tp, stage, c)]}", {", ".join(ptrs)}))')
     return lines
 
 
-def _runs(tp, ops, x: str) -> list[tuple[int, int, int]]:
+def _runs(tp, ops, s: str) -> list[tuple[int, int, int]]:
     """(first step, steps, input row advance per step): maximal runs of steps with the same relative shape
-    (every offset inside the rings, every shift and kernel equal) whose input rows advance by a constant."""
+    (every call, shift and offset inside the rings equal) whose input rows all advance by one constant."""
 
-    def shape(i):
-        st, prev = tp.steps[i], tp.steps[i - 1] if i else None
-        kept = tuple(sorted((t, v - st.lo[t]) for t, v in st.kept.items()))
-        drop = tuple(sorted((t, st.lo[t] - prev.lo[t]) for t in st.lo)) if prev else None
-        inp = (st.input_rows[0] - st.lo[x], st.input_rows[1] - st.input_rows[0])
-        calls = tuple((c.op, c.rows[0] - st.lo.get(ops[c.op].output, st.r), c.rows[1] - c.rows[0],
-                       tuple((lo - st.lo[i], hi - lo) for i, (lo, hi) in zip(ops[c.op].inputs, c.reads)), c.pad)
-                      for c in st.calls)  # fmt: skip
-        return kept, drop, inp, calls
+    def shape(st):
+        return tuple((c.op, c.rows[0] - c.lo, c.drop, c.pad, tuple((a - lo, b - a) for (a, b), lo in zip(c.reads, c.in_lo)))
+                     for c in st.calls)  # fmt: skip
 
-    shapes = [shape(i) for i in range(len(tp.steps))]
+    def copies(st):
+        return [c.rows[0] for c in st.calls if c.op < 0]
+
+    shapes = [shape(st) for st in tp.steps]
     out, i, n = [], 0, len(tp.steps)
     while i < n:
         j, delta = i + 1, None
         while j < n and shapes[j] == shapes[i]:
-            d = tp.steps[j].input_rows[0] - tp.steps[j - 1].input_rows[0]
-            if delta is not None and d != delta:
+            ds = {b - a for a, b in zip(copies(tp.steps[j - 1]), copies(tp.steps[j]))}
+            if len(ds) > 1 or (delta is not None and ds and ds != {delta}):
                 break
-            delta, j = d, j + 1
+            delta = next(iter(ds)) if ds else 0
+            j += 1
         out.append((i, j - i, delta or 0))
         i = j
     return out
@@ -322,12 +332,12 @@ def stage_kernel(mod, cand, prefix: str):
     params += [_buffer_decl("s", graph.tensors[stage.tensor].shape, "int8"), _buffer_decl("ws", (lay.nbytes,), "int8")]
     lines = ["@T.prim_func(private=True)", f"def stage({', '.join(params)}):"]
     for tp in lay.tiles:
-        for first, count, delta in _runs(tp, stage.ops, x):
+        for first, count, delta in _runs(tp, stage.ops, stage.tensor):
             st = tp.steps[first]
-            prev = tp.steps[first - 1] if first else None
+            ys = [c.rows[0] for c in st.calls if c.op < 0]
             lines.append(f"    for r in range({count}):")
-            body = _step_text(graph, stage, lay, tp, st, prev, names, consts, f"r + {st.r}",
-                              f"r * {delta} + {st.input_rows[0]}")  # fmt: skip
+            body = _step_text(graph, stage, lay, tp, st, names, consts, f"r + {st.r}",
+                              lambda m, ys=ys, d=delta: f"r * {d} + {ys[m]}")  # fmt: skip
             lines += body or ["        T.evaluate(0)"]
     text = "# from tvm.script import tirx as T\n\n" + "\n".join(lines) + "\n"
     try:
