@@ -52,6 +52,9 @@ class Layout:
     tiles: list
     hw: dict
     channels: dict
+    ops: list = field(default_factory=list)  # the StageOps the rings serve (without a leading TRANSPOSE)
+    x: str = ""  # the tensor copied from the model input: the input itself, or the NHWC TRANSPOSE of an NCHW one
+    base: int = 0  # graph op of ops[0] (1 when the stage starts with that TRANSPOSE, folded into the copy)
     ring: dict = field(default_factory=dict)
     sub: dict = field(default_factory=dict)
     nbytes: int = 0
@@ -63,8 +66,9 @@ def _width(box) -> int:
 
 
 def eligible(graph: OpGraph, stage) -> bool:
-    """A stage the rolling kernel runs: starts at an int8 NHWC model input, int8 tensors throughout."""
-    if any(k == "gather" for k in stage.kinds):
+    """A stage the rolling kernel runs: starts at an int8 model input (NHWC, or NCHW read through a TRANSPOSE,
+    which the row copies do), int8 tensors throughout."""
+    if len(stage.ops) < 2 and stage.kinds[0] == "gather":
         return False
     x = graph.inputs[0]
     names = [x] + [op.output for op in stage.ops]
@@ -72,18 +76,20 @@ def eligible(graph: OpGraph, stage) -> bool:
 
 
 def layout(graph: OpGraph, stage, q: int) -> Layout:
-    x = graph.inputs[0]
-    names = [x] + [op.output for op in stage.ops]
+    base = 1 if stage.kinds[0] == "gather" else 0
+    ops = stage.ops[base:]
+    x = stage.ops[0].output if base else graph.inputs[0]
+    names = [x] + [op.output for op in ops]
     hw = {n: tuple(graph.tensors[n].shape[1:3]) for n in names}
     ch = {n: int(graph.tensors[n].shape[3]) for n in names}
-    tiles = geo.plan(stage.ops, hw, x, q)
-    lay = Layout(stage, q, tiles, hw, ch)
+    tiles = geo.plan(ops, hw, x, q)
+    lay = Layout(stage, q, tiles, hw, ch, ops=ops, x=x, base=base)
     off = 0
     for t in names[:-1]:
         nbytes = max(tp.capacity[t] * _width(tp.boxes[t]) * ch[t] for tp in tiles)
         lay.ring[t] = (off, nbytes)
         off += -(-nbytes // ALIGN) * ALIGN
-    for k, op in enumerate(stage.ops):
+    for k, op in enumerate(ops):
         for j, i in enumerate(op.inputs):
             rows = [c.reads[j][1] - c.reads[j][0] for tp in tiles if tp.wants[(k, i)] != tp.boxes[i]
                     for st in tp.steps for c in st.calls if c.op == k]  # fmt: skip
@@ -97,9 +103,9 @@ def layout(graph: OpGraph, stage, q: int) -> Layout:
             for c in st.calls:
                 if c.op < 0:
                     continue
-                op = graph.ops[c.op]
+                op = graph.ops[c.op + base]
                 full = hw[op.output][0] * hw[op.output][1]
-                lay.macs += op.macs * (c.rows[1] - c.rows[0]) * _width(tp.boxes[stage.ops[c.op].output]) // full
+                lay.macs += op.macs * (c.rows[1] - c.rows[0]) * _width(tp.boxes[ops[c.op].output]) // full
     return lay
 
 
@@ -189,15 +195,15 @@ def _kernels(mod, graph: OpGraph, stage, lay: Layout, prefix: str) -> tuple[dict
             for c in st.calls:
                 if c.op < 0:
                     continue
-                sop = stage.ops[c.op]
+                sop = lay.ops[c.op]
                 out_w = _width(tp.boxes[sop.output])
                 in_w = _width(tp.wants[(c.op, sop.inputs[0])])
                 key = (c.op, c.reads[0][1] - c.reads[0][0], in_w, c.rows[1] - c.rows[0], out_w, c.pad)
                 if key in names:
                     continue
                 name = f"{prefix}_v{len(names)}"
-                _gv, prim0, spec, _args = b.kernel(kvars[c.op])
-                op = graph.ops[c.op]
+                _gv, prim0, spec, _args = b.kernel(kvars[c.op + lay.base])
+                op = graph.ops[c.op + lay.base]
                 oshape = (1, key[3], out_w, lay.channels[sop.output])
                 if sop.window is not None:
                     xshape = (1, key[1], in_w, lay.channels[sop.inputs[0]])
@@ -228,9 +234,9 @@ def _copy(lines: list, ind: str, n: int, dst: str, src: str, var: str) -> None:
     lines.append(f"{ind}    {dst.format(var)} = {src.format(var)}")
 
 
-def _key(tp, stage, c) -> tuple:
+def _key(tp, lay, c) -> tuple:
     """What a call's patch kernel depends on: op, input rows x columns, output rows x columns, padding."""
-    sop = stage.ops[c.op]
+    sop = lay.ops[c.op]
     return (c.op, c.reads[0][1] - c.reads[0][0], _width(tp.wants[(c.op, sop.inputs[0])]), c.rows[1] - c.rows[0],
             _width(tp.boxes[sop.output]), c.pad)  # fmt: skip
 
@@ -238,7 +244,7 @@ def _key(tp, stage, c) -> tuple:
 def _step_text(graph, stage, lay: Layout, tp, st, names, consts, r_expr: str, y_expr) -> list[str]:
     """The TIR lines of one step (absolute rows as expressions of the loop variable r): per call, the shift
     of its output's ring, then the copy of a model input row, or the column copies and the patch kernel's call."""
-    x = graph.inputs[0]
+    x = lay.x
     s = stage.tensor
     ch = lay.channels
     row = {t: _width(tp.boxes[t]) * ch[t] for t in lay.ring}  # bytes of one ring row in this tile
@@ -246,7 +252,7 @@ def _step_text(graph, stage, lay: Layout, tp, st, names, consts, r_expr: str, y_
     ind = "        "
     copies = 0
     for c in st.calls:
-        t = x if c.op < 0 else stage.ops[c.op].output
+        t = x if c.op < 0 else lay.ops[c.op].output
         if t != s:
             keep = (c.rows[0] - c.lo) * row[t]
             if keep > 0 and c.drop:
@@ -257,11 +263,12 @@ def _step_text(graph, stage, lay: Layout, tp, st, names, consts, r_expr: str, y_
         if c.op < 0:  # a row of the model input, the tile's columns
             c0, w = tp.boxes[x][0], _width(tp.boxes[x])
             lines.append(f"{ind}for j, k in T.grid({w}, {ch[x]}):")
-            lines.append(f"{ind}    ws[{out_off} + j * {ch[x]} + k] = x[0, {y_expr(copies)}, {c0} + j, k]")
+            src = f"x[0, k, {y_expr(copies)}, {c0} + j]" if lay.base else f"x[0, {y_expr(copies)}, {c0} + j, k]"  # NCHW: the TRANSPOSE
+            lines.append(f"{ind}    ws[{out_off} + j * {ch[x]} + k] = {src}")
             copies += 1
             continue
-        sop = stage.ops[c.op]
-        op = graph.ops[c.op]
+        sop = lay.ops[c.op]
+        op = graph.ops[c.op + lay.base]
         ptrs = []
         acts = iter(zip(sop.inputs, c.reads, c.in_lo))
         for n in op.inputs:
@@ -284,7 +291,7 @@ def _step_text(graph, stage, lay: Layout, tp, st, names, consts, r_expr: str, y_
             ptrs.append(f"T.address_of(s[0, {r_expr}, {tp.cols[0]}, 0])")
         else:
             ptrs.append(f"T.address_of(ws[{out_off}])")
-        lines.append(f'{ind}T.evaluate(T.call_extern("int32", "{names[_key(tp, stage, c)]}", {", ".join(ptrs)}))')
+        lines.append(f'{ind}T.evaluate(T.call_extern("int32", "{names[_key(tp, lay, c)]}", {", ".join(ptrs)}))')
     return lines
 
 
@@ -332,7 +339,7 @@ def stage_kernel(mod, cand, prefix: str):
     params += [_buffer_decl("s", graph.tensors[stage.tensor].shape, "int8"), _buffer_decl("ws", (lay.nbytes,), "int8")]
     lines = ["@T.prim_func(private=True)", f"def stage({', '.join(params)}):"]
     for tp in lay.tiles:
-        for first, count, delta in _runs(tp, stage.ops, stage.tensor):
+        for first, count, delta in _runs(tp, lay.ops, stage.tensor):
             st = tp.steps[first]
             ys = [c.rows[0] for c in st.calls if c.op < 0]
             lines.append(f"    for r in range({count}):")
