@@ -137,3 +137,107 @@ def test_interior_steps_repeat_and_rows_are_never_recomputed():
     assert len(shapes) == 1
     # x: the 3x3 stride-2 conv reads 3 rows (2 new ones a row); a: the depthwise reads 3; b: the 1x1 reads 1
     assert tp.capacity == {"x": 3, "a": 3, "b": 1}
+
+
+# -- the rolling stage kernel, run: host (ASan/UBSan) and QEMU, against TFLite Micro ---------------------
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from edgemem import build_info, device_run, pipeline  # noqa: E402
+from edgemem.passes import patches as pp  # noqa: E402
+from edgemem.passes import rolling as pr  # noqa: E402
+from edgemem.reference import seeded_inputs, tflm_outputs  # noqa: E402
+from edgemem.target.host import HOST_COMPILERS, build_host, run_host  # noqa: E402
+from test_patches import cnn_model  # noqa: E402
+
+PASSES = ("fold_pad", "patches", "inplace_depthwise", "inplace_overlap", "inplace_elementwise", "concat_inplace")
+CC = next((cc for cc in HOST_COMPILERS if shutil.which(cc)), None)
+
+
+def _force_rolling(monkeypatch, split: int | None, q: int):
+    """The patch pass sees only the rolling candidate (split, q) (any MAC overhead: small test images make
+    column halos expensive); it still keeps it only below the unsplit arena."""
+    orig = pp.candidates
+
+    def only(mod, *_a, **_k):
+        found = orig(mod, 10.0, keep_all=True)
+        return [c for c in found if c.rolling and c.grid[1] == q and c.arena < c.base_arena
+                and (split is None or c.split == split)][:1]  # fmt: skip
+
+    monkeypatch.setattr(pp, "candidates", only)
+
+
+def _build(path, out, **kw):
+    return pipeline.build(path, "stm32f746", out, pipeline.BuildOptions(passes=PASSES, overwrite=True, **kw))
+
+
+def _host_outputs(out, path, seed, tmp):
+    info = json.loads((out / build_info.BUILD_INFO).read_text())
+    exe = build_host(out, tmp, cc=CC, sanitize=True)
+    x = seeded_inputs(path, seed)
+    run = run_host(exe, [a.tobytes() for a in x], [o["bytes"] for o in info["outputs"]])
+    assert run.stderr == "", run.stderr
+    got = [np.frombuffer(r, dtype=o["dtype"]).reshape(o["shape"]) for r, o in zip(run.outputs, info["outputs"])]
+    return got, tflm_outputs(path, x)
+
+
+@pytest.mark.skipif(CC is None, reason="no host C compiler")
+@pytest.mark.parametrize("model,split,q", [
+    ((29, 23, 8, 0, True), 3, 3),  # S is the residual ADD's output: its skip input read through a column copy
+    ((25, 29, 8, 1, False), 4, 2),
+    ((40, 21, 16, 2, True), 5, 4),
+    ((21, 19, 16, 3, True), 4, 1),
+])  # fmt: skip
+def test_rolling_stage_bit_exact_on_the_host(tmp_path, monkeypatch, model, split, q):
+    """CNNs of other sizes and widths (odd sizes: the border steps differ), with and without a residual ADD,
+    rolled after several cuts, built with -Werror and run under ASan/UBSan: TFLM's outputs bit for bit, and
+    the arena below the unsplit one."""
+    h, w, c, seed, residual = model
+    path = tmp_path / "m.tflite"
+    path.write_bytes(cnn_model(h, w, c, seed, residual=residual))
+    whole = pipeline.build(path, "stm32f746", tmp_path / "w", pipeline.BuildOptions(
+        passes=PASSES[:1] + PASSES[2:], overwrite=True, compile=False))  # fmt: skip
+    _force_rolling(monkeypatch, split, q)
+    result = _build(path, tmp_path / "r", compile=False)
+    stage = [op for op in result.graph.ops if op.kind == pr.KIND]
+    assert len(stage) == 1 and result.info["arena_bytes"] < whole.info["arena_bytes"]
+    for s in (0, 1):
+        got, want = _host_outputs(tmp_path / "r", path, s, tmp_path / f"h{s}")
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.skipif(CC is None, reason="no host C compiler")
+def test_control_a_ring_one_row_too_small_is_wrong(tmp_path, monkeypatch):
+    """The first intermediate tensor's ring one row short: its producer's newest row lands in the next ring
+    (or the previous row is gone), and the outputs differ from TFLM."""
+    path = tmp_path / "m.tflite"
+    path.write_bytes(cnn_model(29, 23, 8, 0))
+    plan = rolling.tile_plan
+
+    def short(ops, hw, x, cols):
+        tp = plan(ops, hw, x, cols)
+        first = ops[0].output
+        tp.capacity = {**tp.capacity, first: tp.capacity[first] - 1}
+        return tp
+
+    monkeypatch.setattr(rolling, "tile_plan", short)
+    _force_rolling(monkeypatch, 4, 1)
+    _build(path, tmp_path / "r", compile=False)
+    got, want = _host_outputs(tmp_path / "r", path, 0, tmp_path / "h")
+    assert not all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_qemu_bit_exact_and_high_water_is_the_plan(tmp_path, monkeypatch):
+    """Under QEMU (the board's arena): bit-exact with TFLM, and the measured arena high-water mark equals the
+    plan (the rings are the stage kernel's workspace, placed by the planner)."""
+    path = tmp_path / "m.tflite"
+    path.write_bytes(cnn_model(33, 31, 16))
+    _force_rolling(monkeypatch, None, 2)
+    result = _build(path, tmp_path / "r", compile=True)
+    assert any(op.kind == pr.KIND for op in result.graph.ops)
+    res = device_run.run(tmp_path / "r", seed=0)
+    assert res["bit_exact"]
+    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
