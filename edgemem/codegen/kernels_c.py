@@ -404,13 +404,14 @@ def _written_params(func: tirx.PrimFunc, handed: set | None = None) -> set[int]:
     def on_call(call):  # pointer handed to an opaque call: assume written
         if _op_name(call) in ("tirx.buffer_data",):
             return
-        if _op_name(call) == "tirx.address_of":  # &A[i] handed on (a kernel calling kernels): may be written
-            buf = getattr(call.args[0], "source", None)  # the load's buffer
-            if buf in decl:
-                handed.add(decl[buf])
-            elif buf is not None and buf.data in idx:
-                handed.add(idx[buf.data])
-            return
+        callee = call.args[0].value if _op_name(call) == "tirx.call_extern" and call.args else ""
+        if isinstance(callee, str) and callee.startswith("em_k_"):  # &A[i] handed to another kernel: may be written
+            for a in call.args[1:]:
+                buf = getattr(a.args[0], "source", None) if _op_name(a) == "tirx.address_of" else None
+                if buf in decl:
+                    handed.add(decl[buf])
+                elif buf is not None and buf.data in idx:
+                    handed.add(idx[buf.data])
         for a in call.args:
             if isinstance(a, tirx.Var) and a in idx:
                 written.add(idx[a])

@@ -42,8 +42,12 @@ further and the patch loop's own peak decides. The best is built and kept only i
 unsplit module's both as it is and after the in-place passes (FINISH, applied to both); ties on the scored
 arena with no more MACs are built too and the least arena after FINISH wins.
 
-Not built: rolling row buffers (each band recomputes its halo rows; MCUNetV2's +10 % vs the estimate's +4.3 %
-with rolling rows), a second patch stage, patches of a stage that does not start at the model input.
+**Rolling candidates** (passes/rolling.py): beside the p x q grids, every stage is also tried as rolling row
+buffers x q column tiles (1 <= q <= 4): one kernel for the whole stage whose scratch holds a few rows of each
+stage tensor, rows never recomputed (only the column halos), scored, limited and confirmed exactly like the grids
+(``Candidate.rolling``).
+
+Not built: a second patch stage, patches of a stage that does not start at the model input.
 """
 
 from __future__ import annotations
@@ -507,19 +511,10 @@ def _finished(mod) -> int:
     return evaluate(run_passes(mod, FINISH)[0])["arena_bytes"]
 
 
-def patches(mod, max_overhead: float | None = None, *, report: dict | None = None, confirm: int = CONFIRM) -> tvm.IRModule:
-    """The catalogue pass: the best-scored candidates are built in turn (at most MAX_TRIES) and kept if the
-    module's arena is lower than ``mod``'s both without and after the in-place passes (FINISH). Once one is
-    kept, candidates tying with it on the scored arena with no more MACs are built too (``confirm`` in all), and
-    the least arena after the in-place passes wins (ties: fewer MACs). ``mod`` unchanged if none is kept."""
+def _confirm(mod, found: list[Candidate], base: int, base_finished: int, confirm: int):
+    """The best of ``found`` (ranked) once built: ((arena after FINISH, MACs), candidate, module) or None."""
     from .catalogue import evaluate
 
-    found = candidates(mod, max_overhead)
-    if report is not None:
-        report["candidates"] = [dataclasses.asdict(c) for c in found]
-    if not found:
-        return mod
-    base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
     best = None
     tried = 0
     for cand in found:
@@ -532,8 +527,29 @@ def patches(mod, max_overhead: float | None = None, *, report: dict | None = Non
         finished = _finished(new)
         if evaluate(new)["arena_bytes"] < base and finished < base_finished and (best is None or (finished, cand.macs) < best[0]):
             best = ((finished, cand.macs), cand, new)
-    if best is None:
+    return best
+
+
+def patches(mod, max_overhead: float | None = None, *, report: dict | None = None, confirm: int = CONFIRM) -> tvm.IRModule:
+    """The catalogue pass: the best-scored candidates are built in turn (at most MAX_TRIES) and kept if the
+    module's arena is lower than ``mod``'s both without and after the in-place passes (FINISH). Once one is
+    kept, candidates tying with it on the scored arena with no more MACs are built too (``confirm`` in all), and
+    the least arena after the in-place passes wins (ties: fewer MACs). The p x q grids and the rolling stages
+    are confirmed separately (their scores before FINISH do not compare: the in-place passes lower a grid's
+    whole-tensor stage more), the least arena after FINISH of the two wins. ``mod`` unchanged if none is kept."""
+    from .catalogue import evaluate
+
+    found = candidates(mod, max_overhead)
+    if report is not None:
+        report["candidates"] = [dataclasses.asdict(c) for c in found]
+    if not found:
         return mod
+    base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
+    kept = [b for b in (_confirm(mod, [c for c in found if c.rolling == kind], base, base_finished, confirm)
+                        for kind in (False, True)) if b is not None]  # fmt: skip
+    if not kept:
+        return mod
+    best = min(kept, key=lambda b: b[0])
     if report is not None:
         report["taken"] = {**dataclasses.asdict(best[1]), "finished_arena": best[0][0], "base_finished_arena": base_finished}
     return best[2]
