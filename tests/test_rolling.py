@@ -233,3 +233,54 @@ def test_qemu_bit_exact_and_high_water_is_the_plan(tmp_path, monkeypatch):
     res = device_run.run(tmp_path / "r", seed=0)
     assert res["bit_exact"]
     assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+
+
+def nchw_model(h: int, w: int, c: int, seed: int) -> bytes:
+    """An NCHW int8 input read through a TRANSPOSE (as tflm_xtensa_mobilenet_v2_224_int8), then conv3x3 s2 ->
+    dw3x3 -> conv1x1 -> dw3x3 s2 -> conv1x1 -> conv3x3."""
+    from test_patches import _Q, _conv, mm
+
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem rolling test")
+    x = mb.tensor("x", (1, 3, h, w), np.int8, _Q)
+    perm = mb.const("perm", np.array([0, 2, 3, 1], np.int32))
+    t = mb.tensor("t", (1, h, w, 3), np.int8, _Q)
+    mb.op(mm.OP.TRANSPOSE, [x, perm], [t])
+    h2, w2 = -(-h // 2), -(-w // 2)
+    h4, w4 = -(-h2 // 2), -(-w2 // 2)
+    a = _conv(mb, rng, "a", t, 3, c, 3, 2, (1, h2, w2, c))
+    b = _conv(mb, rng, "b", a, c, c, 3, 1, (1, h2, w2, c), depthwise=True)
+    d = _conv(mb, rng, "c", b, c, c, 1, 1, (1, h2, w2, c))
+    e = _conv(mb, rng, "e", d, c, c, 3, 2, (1, h4, w4, c), depthwise=True)
+    f = _conv(mb, rng, "f", e, c, 2 * c, 1, 1, (1, h4, w4, 2 * c))
+    g = _conv(mb, rng, "g", f, 2 * c, 4, 3, 1, (1, h4, w4, 4))
+    return mb.serialize([x], [g])
+
+
+@pytest.mark.skipif(CC is None, reason="no host C compiler")
+def test_nchw_input_transposed_by_the_row_copies(tmp_path, monkeypatch):
+    """The stage's leading TRANSPOSE of an NCHW input is folded into the rolling kernel's row copies."""
+    path = tmp_path / "m.tflite"
+    path.write_bytes(nchw_model(27, 25, 16, 5))
+    _force_rolling(monkeypatch, 4, 2)
+    result = _build(path, tmp_path / "r", compile=False)
+    assert [op.kind for op in result.graph.ops][:1] == [pr.KIND]  # the TRANSPOSE is inside it
+    got, want = _host_outputs(tmp_path / "r", path, 0, tmp_path / "h")
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_macs_count_what_the_stage_computes(tmp_path):
+    """One column tile: exactly the unsplit stage's MACs (no row is recomputed); more tiles: more (the column
+    halos), never less."""
+    from test_patches import _lowered
+
+    from edgemem.ir.graph import read_graph
+
+    path = tmp_path / "m.tflite"
+    path.write_bytes(cnn_model(33, 31, 16))
+    mod = _lowered(path)
+    graph = read_graph(mod)
+    for stage in pp.stages(mod):
+        whole = sum(op.macs for op in graph.ops[: stage.split + 1])
+        macs = [pr.layout(graph, stage, q).macs for q in (1, 2, 3, 4)]
+        assert macs[0] == whole and macs == sorted(macs), (stage.split, whole, macs)
