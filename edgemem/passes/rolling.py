@@ -91,13 +91,14 @@ def layout(graph: OpGraph, stage, q: int) -> Layout:
         off += -(-nbytes // ALIGN) * ALIGN
     for k, op in enumerate(ops):
         for j, i in enumerate(op.inputs):
-            rows = [c.reads[j][1] - c.reads[j][0] for tp in tiles if tp.wants[(k, i)] != tp.boxes[i]
-                    for st in tp.steps for c in st.calls if c.op == k]  # fmt: skip
-            if rows:
-                nbytes = max(rows) * max(_width(tp.wants[(k, i)]) for tp in tiles) * ch[i]
-                lay.sub[(k, i)] = (off, nbytes)
-                off += -(-nbytes // ALIGN) * ALIGN
-    lay.nbytes = off
+            sizes = [(c.reads[j][1] - c.reads[j][0]) * _width(tp.wants[(k, i)]) * ch[i] for tp in tiles
+                     if tp.wants[(k, i)] != tp.boxes[i] for st in tp.steps for c in st.calls if c.op == k]  # fmt: skip
+            if sizes:
+                lay.sub[(k, i)] = (off, max(sizes))
+                off += -(-max(sizes) // ALIGN) * ALIGN
+    # no padding after the last buffer: every byte of the scratch is written at some step (the device's
+    # high-water mark then equals the plan when the scratch is at the arena's end)
+    lay.nbytes = max(o + n for o, n in [*lay.ring.values(), *lay.sub.values()])
     for tp in tiles:
         for st in tp.steps:
             for c in st.calls:
@@ -347,10 +348,7 @@ def stage_kernel(mod, cand, prefix: str):
                               lambda m, ys=ys, d=delta: f"r * {d} + {ys[m]}")  # fmt: skip
             lines += body or ["        T.evaluate(0)"]
     text = "# from tvm.script import tirx as T\n\n" + "\n".join(lines) + "\n"
-    try:
-        prim = tvm.script.from_source(text)
-    except Exception as e:  # noqa: BLE001
-        raise RuntimeError(f"{e}\n{text}") from e
+    prim = tvm.script.from_source(text)
     prim = kernel_attrs.with_workspace(prim, lay.nbytes)
     prim = kernel_attrs.with_subkernels(prim, prims)
     return prim, consts, lay
