@@ -117,13 +117,17 @@ def scored_graph(graph: OpGraph, stage, lay: Layout) -> OpGraph:
     """The operator graph with the stage as one op (its constants, S, the scratch as its workspace)."""
     inner = {o.output for o in stage.ops}
     consts = _constants(graph, stage)
-    tensors = {n: dataclasses.replace(t, producer=None, consumers=[]) for n, t in graph.tensors.items() if n not in inner or n == stage.tensor}
+    tensors = {
+        n: dataclasses.replace(t, producer=None, consumers=[])
+        for n, t in graph.tensors.items()
+        if n not in inner or n == stage.tensor
+    }
     ws = f"{stage.tensor}__rings"
     tensors[ws] = Tensor(ws, (lay.nbytes,), "int8", "activation", ws)
     s = graph.tensors[stage.tensor]
     tensors[stage.tensor] = Tensor(s.name, s.shape, s.dtype, "activation", s.name)
     ops = [Op(f"em_k_rolling_{stage.split}", KIND, [graph.inputs[0], *consts], stage.tensor, None, lay.macs, ws)]
-    ops += [dataclasses.replace(op, inputs=list(op.inputs)) for op in graph.ops[stage.split + 1:]]
+    ops += [dataclasses.replace(op, inputs=list(op.inputs)) for op in graph.ops[stage.split + 1 :]]
     for i, op in enumerate(ops):
         tensors[op.output].producer = i
         if op.workspace:
@@ -175,7 +179,9 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
                 continue
             arena, peak = _measure(as_planned(mod, scored_graph(raw, stage, lay)), align, seconds, 1)
             if arena < base or keep_all:
-                out.append(Candidate(stage.split, stage.tensor, (0, q), arena, macs, base, base_macs, peak, rolling=True))
+                out.append(
+                    Candidate(stage.split, stage.tensor, (0, q), arena, macs, base, base_macs, peak, rolling=True)
+                )
     return sorted(out, key=lambda c: (c.arena, c.stage_peak, c.macs))
 
 
@@ -264,7 +270,9 @@ def _step_text(graph, stage, lay: Layout, tp, st, names, consts, r_expr: str, y_
         if c.op < 0:  # a row of the model input, the tile's columns
             c0, w = tp.boxes[x][0], _width(tp.boxes[x])
             lines.append(f"{ind}for j, k in T.grid({w}, {ch[x]}):")
-            src = f"x[0, k, {y_expr(copies)}, {c0} + j]" if lay.base else f"x[0, {y_expr(copies)}, {c0} + j, k]"  # NCHW: the TRANSPOSE
+            src = (
+                f"x[0, k, {y_expr(copies)}, {c0} + j]" if lay.base else f"x[0, {y_expr(copies)}, {c0} + j, k]"
+            )  # NCHW: the TRANSPOSE
             lines.append(f"{ind}    ws[{out_off} + j * {ch[x]} + k] = {src}")
             copies += 1
             continue
