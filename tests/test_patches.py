@@ -222,6 +222,7 @@ def test_never_a_split_above_the_unsplit_arena(tmp_path, outside):
         base = evaluate(mod)["arena_bytes"]
         found = pp.candidates(mod, 0.5, keep_all=True)
         assert found and all(c.base_arena == base for c in found)
+        assert any(c.rolling for c in found) and any(not c.rolling for c in found)  # both kinds (passes/rolling.py)
         kept = pp.candidates(mod, 0.5)
         assert all(c.arena < base for c in kept)
         assert {(c.split, c.grid) for c in kept} == {(c.split, c.grid) for c in found if c.arena < base}
