@@ -7,7 +7,8 @@ Builds (each with ``--passes``; * where the model exceeds the board: --ram/--fla
 - whole: fold_pad, inplace_depthwise, inplace_elementwise (the whole-tensor bound is its lower bound);
 - zero-MAC: fold_pad, inplace_depthwise, inplace_residual, inplace_overlap, inplace_elementwise, concat_inplace;
 - patches: fold_pad, patches, then the zero-MAC in-place passes; input in the arena, and ``--input outside``
-  (then the zero-MAC build outside too, the reference for the overhead).
+  (then the zero-MAC build outside too, the reference for the overhead). The pass's candidates are p x q grids
+  and rolling rows x q column tiles (passes/rolling.py).
 MACs: the sum of the kernels' ``edgemem.macs``; overhead against the zero-MAC build. With ``--run`` the patch
 builds and the zero-MAC build outside run under QEMU (seed-0 input): bit-exact with TFLite Micro, the device's
 arena high-water mark against the plan, instructions (``-icount shift=0``). The Pareto points are the pass's
@@ -50,10 +51,13 @@ def build(path: Path, board: str, out: Path, passes, outside: bool, run: bool) -
         result = pipeline.build(path, board, out, pipeline.BuildOptions(**kw, ram=BIG, flash=BIG))
         big = True
     ops = result.graph.ops
-    grids = {m.group(1, 2, 3) for op in ops if (m := re.match(r"em_k_patch\d+_s(\d+)_(\d+)x(\d+)_", op.name))}
+    grids = {(int(m.group(1)), f"{m.group(2)}x{m.group(3)}") for op in ops
+             if (m := re.match(r"em_k_patch\d+_s(\d+)_(\d+)x(\d+)_", op.name))}  # fmt: skip
+    grids |= {(int(m.group(1)), f"rolling x {m.group(2)}") for op in ops
+              if (m := re.match(r"em_k_roll\d+_s(\d+)_q(\d+)$", op.name))}  # passes/rolling.py's one stage kernel
     row = {"arena": result.info["arena_bytes"], "bound": result.info["lower_bound_bytes"], "big": big,
            "macs": sum(op.macs for op in ops),
-           "grid": ", ".join(f"after op {s}, {p}x{q}" for s, p, q in sorted(grids)) or "none"}  # fmt: skip
+           "grid": ", ".join(f"after op {s}, {g}" for s, g in sorted(grids)) or "none"}  # fmt: skip
     if run:
         res = device_run.run(out, seed=0)
         row.update(exact=res["bit_exact"] if res["oracle"] == "tflm" else res["matches_reference"],
@@ -93,7 +97,8 @@ def main() -> None:
     cols = ["model", "whole-tensor bound", "zero-MAC arena (in / outside)", "patch arena, input in (<= 5 %)",
             "MACs in", "patch arena, input outside (<= 10 %)", "MACs outside", "split, grid (outside)"]  # fmt: skip
     if args.run:
-        cols += ["instructions zero-MAC outside", "instructions patches outside", "bit-exact", "high-water = plan"]
+        cols += ["instructions zero-MAC in", "instructions patches in", "instructions zero-MAC outside",
+                 "instructions patches outside", "bit-exact", "high-water = plan"]  # fmt: skip
     cols += ["issue target (in / outside)"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -104,7 +109,7 @@ def main() -> None:
             t = Path(tmp)
             try:
                 whole = build(path, args.board, t / "w", WHOLE, False, False)
-                zero = build(path, args.board, t / "z", ZERO, False, False)
+                zero = build(path, args.board, t / "z", ZERO, False, args.run)
                 zero_out = build(path, args.board, t / "zo", ZERO, True, args.run)
                 p_in = build(path, args.board, t / "pi", PATCH, False, args.run)
                 p_out = build(path, args.board, t / "po", PATCH, True, args.run)
@@ -118,8 +123,10 @@ def main() -> None:
                  f"{p_in['arena']:,} ({p_in['grid']})", _pct(p_in["macs"], zero["macs"]),
                  f"{p_out['arena']:,}", _pct(p_out["macs"], zero_out["macs"]), p_out["grid"]]  # fmt: skip
         if args.run:
-            runs = (p_in, p_out)
-            cells += [f"{zero_out['instructions']:,}",
+            runs = (p_in, p_out, zero)
+            cells += [f"{zero['instructions']:,}",
+                      f"{p_in['instructions']:,} ({_pct(p_in['instructions'], zero['instructions'])})",
+                      f"{zero_out['instructions']:,}",
                       f"{p_out['instructions']:,} ({_pct(p_out['instructions'], zero_out['instructions'])})",
                       "yes" if all(r["exact"] for r in (*runs, zero_out)) else "NO",
                       "yes" if all(r["high_water"] == r["arena"] for r in (*runs, zero_out)) else "NO"]  # fmt: skip
@@ -133,7 +140,7 @@ def main() -> None:
         print("| " + " | ".join(cells) + " |", flush=True)
     for name, points in pareto.items():
         print(f"\n**{name}**, input outside, the pass's Pareto points (arena of the patched graph before the in-place "
-              "passes, MACs): " + "; ".join(f"after op {c.split} {c.grid[0]}x{c.grid[1]}: {c.arena:,} B, "
+              "passes, MACs): " + "; ".join(f"{c.label}: {c.arena:,} B, "
                                              f"{c.overhead * 100:+.1f} %" for c in points))  # fmt: skip
 
 

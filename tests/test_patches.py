@@ -222,6 +222,7 @@ def test_never_a_split_above_the_unsplit_arena(tmp_path, outside):
         base = evaluate(mod)["arena_bytes"]
         found = pp.candidates(mod, 0.5, keep_all=True)
         assert found and all(c.base_arena == base for c in found)
+        assert any(c.rolling for c in found) and any(not c.rolling for c in found)  # both kinds (passes/rolling.py)
         kept = pp.candidates(mod, 0.5)
         assert all(c.arena < base for c in kept)
         assert {(c.split, c.grid) for c in kept} == {(c.split, c.grid) for c in found if c.arena < base}
@@ -240,7 +241,7 @@ def test_qemu_bit_exact_and_below_the_unsplit_arena(tmp_path):
         passes=passes[:1] + passes[2:], input_outside=True, compile=False, overwrite=True))  # fmt: skip
     result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(
         passes=passes, input_outside=True, compile=True, overwrite=True))  # fmt: skip
-    assert any(op.name.startswith("em_k_patch") for op in result.graph.ops)
+    assert any(op.name.startswith(("em_k_patch", "em_k_roll")) for op in result.graph.ops)
     assert result.info["arena_bytes"] < whole.info["arena_bytes"]
     res = device_run.run(tmp_path / "p", seed=0)
     assert res["bit_exact"]

@@ -384,11 +384,14 @@ def allocation_bytes(funcs: dict[str, tirx.PrimFunc]) -> dict[str, int]:
             if isinstance(f, tirx.PrimFunc) and gv.name_hint in funcs}  # fmt: skip
 
 
-def _written_params(func: tirx.PrimFunc) -> set[int]:
-    """Indices of pointer params that the lowered body may write (or leak to a call)."""
+def _written_params(func: tirx.PrimFunc, handed: set | None = None) -> set[int]:
+    """Indices of pointer params that the lowered body may write (or leak to a call). Those only handed on as
+    ``&A[i]`` to another function (a kernel calling kernels) go to ``handed`` instead: written there if that
+    function's parameter is not ``const`` (which the C compiler checks: -Werror=discarded-qualifiers)."""
     idx = {p: i for i, p in enumerate(func.params)}
     decl: dict = {}
     written: set[int] = set()
+    handed = set() if handed is None else handed
 
     def on_decl(stmt):
         if stmt.data in idx:
@@ -401,6 +404,14 @@ def _written_params(func: tirx.PrimFunc) -> set[int]:
     def on_call(call):  # pointer handed to an opaque call: assume written
         if _op_name(call) in ("tirx.buffer_data",):
             return
+        callee = call.args[0].value if _op_name(call) == "tirx.call_extern" and call.args else ""
+        if isinstance(callee, str) and callee.startswith("em_k_"):  # &A[i] handed to another kernel: may be written
+            for a in call.args[1:]:
+                buf = getattr(a.args[0], "source", None) if _op_name(a) == "tirx.address_of" else None
+                if buf in decl:
+                    handed.add(decl[buf])
+                elif buf is not None and buf.data in idx:
+                    handed.add(idx[buf.data])
         for a in call.args:
             if isinstance(a, tirx.Var) and a in idx:
                 written.add(idx[a])
@@ -556,9 +567,10 @@ def _emit_function(name: str, f: tirx.PrimFunc, params_txt: str, body: str, *, c
 def _const_params(name: str, f: tirx.PrimFunc, wanted, auto_const: bool) -> set[int]:
     """Pointer parameters emitted ``const``: the caller's (checked never written) and, with ``auto_const``,
     every other one the lowered kernel never writes."""
-    written = _written_params(f)
+    handed: set[int] = set()
+    written = _written_params(f, handed)
     ptr_idx = [i for i, p in enumerate(f.params) if isinstance(p.ty, tvm.ir.PointerType)]
-    consts = {i for i in ptr_idx if i not in written} if auto_const else set()
+    consts = {i for i in ptr_idx if i not in written and i not in handed} if auto_const else set()
     if wanted is not None:
         wanted = set(wanted)
         bad = sorted(i for i in wanted if i not in ptr_idx)

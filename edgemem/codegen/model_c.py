@@ -14,6 +14,7 @@ import numpy as np
 from .. import __version__
 from ..ir.graph import OpGraph
 from ..ir.outside import EXTERNAL
+from ..kernels import kernel_attrs
 from .kernels_c import CKernels, prim_funcs_to_c
 from .templates import render
 
@@ -45,6 +46,9 @@ def compile_kernels(graph: OpGraph) -> CKernels:
     for op in graph.ops:
         funcs[op.name] = op.prim
         consts[op.name] = {i for i, t in enumerate(op.inputs) if graph.tensors[t].is_const}
+        for name, sub in kernel_attrs.subkernels(op.prim).items():  # kernels it calls (a rolling patch stage)
+            funcs[name] = sub
+            consts[name] = set(range(len(sub.params) - 1))  # out of place: every parameter but the output is read only
     # Every kernel must compute into registers: large scratch would be RAM the plan does not see.
     return prim_funcs_to_c(funcs, consts, scratch="error", max_stack_bytes=1024)
 

@@ -14,6 +14,8 @@ On a PrimFunc (values stay TVM-native -- strings, integers, JSON text -- so they
 - ``workspace``: the kernel returns (output, workspace of this many bytes).
 - ``state``: parameters read and updated across invocations (outside the arena; an LSTM's hidden state).
 - ``window``: a pooling's window geometry (partial liveness of pools).
+- ``subkernels``: C name -> PrimFunc of the kernels this one calls (``T.call_extern``; a rolling patch
+  stage, passes/rolling.py): compiled next to it into the same C unit.
 
 On a loop (``T.serial(..., annotations=...)``, not a PrimFunc attribute): ``DOT`` and ``LANES`` mark the
 inner loops codegen/kernels_c.py replaces by SMLAD micro-kernels.
@@ -35,7 +37,8 @@ OVERLAP = "edgemem.overlap"
 WORKSPACE = "edgemem.workspace"
 STATE = "edgemem.state"
 WINDOW = "edgemem.window"
-KEYS = (OP, MACS, SPEC, INPLACE, OVERLAP, WORKSPACE, STATE, WINDOW)
+SUBKERNELS = "edgemem.subkernels"
+KEYS = (OP, MACS, SPEC, INPLACE, OVERLAP, WORKSPACE, STATE, WINDOW, SUBKERNELS)
 
 # loop annotations (kernels/int8_ops.py writes them, codegen/kernels_c.py reads them)
 DOT = "edgemem.dot"
@@ -184,6 +187,16 @@ def state(prim) -> tuple[int, ...]:
 
 def with_state(prim, params):
     return prim.with_attr(STATE, ",".join(str(int(i)) for i in params))
+
+
+def subkernels(prim) -> dict:
+    """C name -> PrimFunc of the kernels ``prim`` calls by name (empty for a kernel calling none)."""
+    value = _get(prim, SUBKERNELS)
+    return {} if value is None else {str(k): v for k, v in value.items()}
+
+
+def with_subkernels(prim, funcs: dict):
+    return prim.with_attr(SUBKERNELS, dict(funcs))
 
 
 def plain_output(prim) -> bool:

@@ -42,8 +42,12 @@ further and the patch loop's own peak decides. The best is built and kept only i
 unsplit module's both as it is and after the in-place passes (FINISH, applied to both); ties on the scored
 arena with no more MACs are built too and the least arena after FINISH wins.
 
-Not built: rolling row buffers (each band recomputes its halo rows; MCUNetV2's +10 % vs the estimate's +4.3 %
-with rolling rows), a second patch stage, patches of a stage that does not start at the model input.
+**Rolling candidates** (passes/rolling.py): beside the p x q grids, every stage is also tried as rolling row
+buffers x q column tiles (1 <= q <= 4): one kernel for the whole stage whose scratch holds a few rows of each
+stage tensor, rows never recomputed (only the column halos), scored, limited and confirmed exactly like the grids
+(``Candidate.rolling``).
+
+Not built: a second patch stage, patches of a stage that does not start at the model input.
 """
 
 from __future__ import annotations
@@ -87,6 +91,11 @@ class Candidate:
     base_arena: int
     base_macs: int
     stage_peak: int = 0  # the most bytes live during the patch loop
+    rolling: bool = False  # rolling rows x grid[1] column tiles (passes/rolling.py), not a p x q grid
+
+    @property
+    def label(self) -> str:
+        return f"after op {self.split}, " + (f"rolling x {self.grid[1]}" if self.rolling else f"{self.grid[0]}x{self.grid[1]}")
 
     def costs(self) -> tuple[int, int]:
         """What the Pareto filter compares (objective.pareto_front): arena, then MACs."""
@@ -320,7 +329,7 @@ def _measure(graph: OpGraph, align: int, seconds: float, stage_ops: int = 0) -> 
 
 
 def candidates(mod, max_overhead: float | None = None, *, align: int = 4, seconds: float = 0.05,
-               grids=None, keep_all: bool = False) -> list[Candidate]:  # fmt: skip
+               grids=None, keep_all: bool = False, rolling: bool = True) -> list[Candidate]:  # fmt: skip
     """Every (split, p x q) of ``mod``'s patch stages within ``max_overhead`` extra MACs (a fraction; None:
     the default for the module, ``default_overhead``), scored on the patched operator graph by the build's
     scheduler and planner. Sorted by (arena, MACs). Only candidates with an arena strictly below the unsplit
@@ -347,6 +356,10 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
             arena, peak = _measure(as_planned(mod, _patched_graph(raw, stage, prog)), align, seconds, len(prog))
             if arena < base or keep_all:
                 out.append(Candidate(stage.split, stage.tensor, (p, q), arena, macs, base, base_macs, peak))
+    if rolling:  # rolling rows x column tiles: the same scheduler, planner and MAC limit (passes/rolling.py)
+        from . import rolling as roll
+
+        out += roll.candidates(mod, limit, align=align, seconds=seconds, keep_all=keep_all)
     return sorted(out, key=lambda c: (c.arena, c.stage_peak, c.macs))
 
 
@@ -420,8 +433,13 @@ def _add(bb, prim, symbol: str, kind: str, macs: int, spec=None):
 
 
 def apply(mod, cand: Candidate) -> tvm.IRModule:
-    """``mod`` with ops 0..cand.split run tile by tile in a cand.grid grid."""
+    """``mod`` with ops 0..cand.split run tile by tile in a cand.grid grid (or as one rolling-stage kernel)."""
     from ..ir.graph import read_graph
+
+    if cand.rolling:
+        from . import rolling as roll
+
+        return roll.apply(mod, cand)
 
     graph = read_graph(mod)
     stage = next((s for s in stages(mod) if s.split == cand.split), None)
@@ -493,19 +511,10 @@ def _finished(mod) -> int:
     return evaluate(run_passes(mod, FINISH)[0])["arena_bytes"]
 
 
-def patches(mod, max_overhead: float | None = None, *, report: dict | None = None, confirm: int = CONFIRM) -> tvm.IRModule:
-    """The catalogue pass: the best-scored candidates are built in turn (at most MAX_TRIES) and kept if the
-    module's arena is lower than ``mod``'s both without and after the in-place passes (FINISH). Once one is
-    kept, candidates tying with it on the scored arena with no more MACs are built too (``confirm`` in all), and
-    the least arena after the in-place passes wins (ties: fewer MACs). ``mod`` unchanged if none is kept."""
+def _confirm(mod, found: list[Candidate], base: int, base_finished: int, confirm: int):
+    """The best of ``found`` (ranked) once built: ((arena after FINISH, MACs), candidate, module) or None."""
     from .catalogue import evaluate
 
-    found = candidates(mod, max_overhead)
-    if report is not None:
-        report["candidates"] = [dataclasses.asdict(c) for c in found]
-    if not found:
-        return mod
-    base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
     best = None
     tried = 0
     for cand in found:
@@ -518,8 +527,29 @@ def patches(mod, max_overhead: float | None = None, *, report: dict | None = Non
         finished = _finished(new)
         if evaluate(new)["arena_bytes"] < base and finished < base_finished and (best is None or (finished, cand.macs) < best[0]):
             best = ((finished, cand.macs), cand, new)
-    if best is None:
+    return best
+
+
+def patches(mod, max_overhead: float | None = None, *, report: dict | None = None, confirm: int = CONFIRM) -> tvm.IRModule:
+    """The catalogue pass: the best-scored candidates are built in turn (at most MAX_TRIES) and kept if the
+    module's arena is lower than ``mod``'s both without and after the in-place passes (FINISH). Once one is
+    kept, candidates tying with it on the scored arena with no more MACs are built too (``confirm`` in all), and
+    the least arena after the in-place passes wins (ties: fewer MACs). The p x q grids and the rolling stages
+    are confirmed separately (their scores before FINISH do not compare: the in-place passes lower a grid's
+    whole-tensor stage more), the least arena after FINISH of the two wins. ``mod`` unchanged if none is kept."""
+    from .catalogue import evaluate
+
+    found = candidates(mod, max_overhead)
+    if report is not None:
+        report["candidates"] = [dataclasses.asdict(c) for c in found]
+    if not found:
         return mod
+    base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
+    kept = [b for b in (_confirm(mod, [c for c in found if c.rolling == kind], base, base_finished, confirm)
+                        for kind in (False, True)) if b is not None]  # fmt: skip
+    if not kept:
+        return mod
+    best = min(kept, key=lambda b: b[0])
     if report is not None:
         report["taken"] = {**dataclasses.asdict(best[1]), "finished_arena": best[0][0], "base_finished_arena": base_finished}
     return best[2]
