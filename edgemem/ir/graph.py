@@ -220,13 +220,34 @@ class _Reader:
         return indices[0]
 
     def _use(self, name: str, op_index: int):
-        t = self.tensors[name]
-        if op_index not in t.consumers:
-            t.consumers.append(op_index)
-        if t.storage != name:
-            self._use(t.storage, op_index)
+        _use(self.tensors, name, op_index)
+
+
+def _use(tensors: dict, name: str, op_index: int) -> None:
+    """``op_index`` reads ``name``: a consumer of the tensor and of the storage it is a view of."""
+    t = tensors[name]
+    if op_index not in t.consumers:
+        t.consumers.append(op_index)
+    if t.storage != name:
+        _use(tensors, t.storage, op_index)
 
 
 def read_graph(mod: tvm.IRModule) -> OpGraph:
     """The OpGraph of ``mod["main"]`` (kernels in binding order)."""
     return _Reader(mod).read()
+
+
+def linked(ops: list[Op], tensors: dict, inputs, outputs) -> OpGraph:
+    """An OpGraph of ``ops`` over ``tensors`` (fresh copies, without producer/consumer links), linked by the
+    reader's rules: an op produces its output and workspace and consumes its inputs and their storages; a
+    view's producer is its storage's. For graphs a pass derives without building kernels (patch scoring)."""
+    for i, op in enumerate(ops):
+        tensors[op.output].producer = i
+        if op.workspace:
+            tensors[op.workspace].producer = i
+        for x in op.inputs:
+            _use(tensors, x, i)
+    for n, t in tensors.items():
+        if t.storage != n:
+            t.producer = tensors[t.storage].producer
+    return OpGraph(ops, tensors, list(inputs), list(outputs))

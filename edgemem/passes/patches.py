@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax, te
 
-from ..ir.graph import Op, OpGraph, Tensor
+from ..ir.graph import Op, OpGraph, Tensor, linked
 from ..memory.patches import StageOp, Window, box_size, grid, patch_pad, regions
 from ..kernels import kernel_attrs
 from ..kernels.specs import Conv2D, Depthwise, DepthwiseInplace
@@ -293,20 +293,7 @@ def _patched_graph(graph: OpGraph, stage: _Stage, prog: list[_POp]) -> OpGraph:
         tensors[pop.out] = Tensor(pop.out, tuple(pop.shape), pop.dtype, "activation", pop.out)
         ops.append(Op(pop.out, pop.what.upper(), list(pop.inputs), pop.out, None, pop.macs))
     ops += [dataclasses.replace(op, inputs=list(op.inputs)) for op in graph.ops[stage.split + 1:]]
-    for i, op in enumerate(ops):
-        tensors[op.output].producer = i
-        if op.workspace:
-            tensors[op.workspace].producer = i
-        for x in op.inputs:
-            t = tensors[x]
-            if i not in t.consumers:
-                t.consumers.append(i)
-            if t.storage != x and i not in tensors[t.storage].consumers:
-                tensors[t.storage].consumers.append(i)
-    for n, t in tensors.items():  # views: their producer is their storage's
-        if t.storage != n:
-            t.producer = tensors[t.storage].producer
-    return OpGraph(ops, tensors, list(graph.inputs), list(graph.outputs))
+    return linked(ops, tensors, graph.inputs, graph.outputs)
 
 
 # -- scoring --------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import relax
 
-from ..ir.graph import Op, OpGraph, Tensor
+from ..ir.graph import Op, OpGraph, Tensor, linked
 from ..kernels import kernel_attrs
 from ..memory import rolling as geo
 from . import kernel_spec
@@ -128,20 +128,7 @@ def scored_graph(graph: OpGraph, stage, lay: Layout) -> OpGraph:
     tensors[stage.tensor] = Tensor(s.name, s.shape, s.dtype, "activation", s.name)
     ops = [Op(f"em_k_rolling_{stage.split}", KIND, [graph.inputs[0], *consts], stage.tensor, None, lay.macs, ws)]
     ops += [dataclasses.replace(op, inputs=list(op.inputs)) for op in graph.ops[stage.split + 1 :]]
-    for i, op in enumerate(ops):
-        tensors[op.output].producer = i
-        if op.workspace:
-            tensors[op.workspace].producer = i
-        for x in op.inputs:
-            t = tensors[x]
-            if i not in t.consumers:
-                t.consumers.append(i)
-            if t.storage != x and i not in tensors[t.storage].consumers:
-                tensors[t.storage].consumers.append(i)
-    for n, t in tensors.items():
-        if t.storage != n:
-            t.producer = tensors[t.storage].producer
-    return OpGraph(ops, tensors, list(graph.inputs), list(graph.outputs))
+    return linked(ops, tensors, graph.inputs, graph.outputs)
 
 
 def _constants(graph: OpGraph, stage) -> list[str]:
