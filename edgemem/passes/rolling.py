@@ -190,23 +190,22 @@ def _kernels(mod, graph: OpGraph, stage, lay: Layout, prefix: str) -> tuple[dict
                 if c.op < 0:
                     continue
                 sop = lay.ops[c.op]
-                out_w = _width(tp.boxes[sop.output])
-                in_w = _width(tp.wants[(c.op, sop.inputs[0])])
-                key = (c.op, c.reads[0][1] - c.reads[0][0], in_w, c.rows[1] - c.rows[0], out_w, c.pad)
+                key = _key(tp, lay, c)
+                _op, in_rows, in_w, out_rows, out_w, _pad = key
                 if key in names:
                     continue
                 name = f"{prefix}_v{len(names)}"
                 _gv, prim0, spec, _args = b.kernel(kvars[c.op + lay.base])
                 op = graph.ops[c.op + lay.base]
-                oshape = (1, key[3], out_w, lay.channels[sop.output])
+                oshape = (1, out_rows, out_w, lay.channels[sop.output])
                 if sop.window is not None:
-                    xshape = (1, key[1], in_w, lay.channels[sop.inputs[0]])
+                    xshape = (1, in_rows, in_w, lay.channels[sop.inputs[0]])
                     new = dataclasses.replace(spec.out_of_place(), x_shape=xshape, out_shape=oshape, pad=tuple(c.pad))
                     prim = kernel_spec.build(new)
                 else:
                     prim = _retarget(prim0, graph.tensors[op.output].shape, oshape)
                 prim = _clean(prim)
-                pix = key[3] * out_w
+                pix = out_rows * out_w
                 full = lay.hw[sop.output][0] * lay.hw[sop.output][1]
                 prims[name] = kernel_attrs.with_kind(prim, op.kind, op.macs * pix // full)
                 names[key] = name
@@ -220,12 +219,6 @@ def _buffer_decl(name: str, shape, dtype: str) -> str:
 
 def _first(name: str, ndim: int) -> str:
     return f"T.address_of({name}[{', '.join(['0'] * ndim) if ndim else '()'}])"
-
-
-def _copy(lines: list, ind: str, n: int, dst: str, src: str, var: str) -> None:
-    """A byte loop ``dst[.. + var] = src[.. + var]`` (ascending: safe for a shift towards the start)."""
-    lines.append(f"{ind}for {var} in range({n}):")
-    lines.append(f"{ind}    {dst.format(var)} = {src.format(var)}")
 
 
 def _key(tp, lay, c) -> tuple:
