@@ -368,3 +368,52 @@ def test_the_search_measures_what_the_build_then_plans(tmp_path):
 
     result = pipeline.build(_model("mlperf_kws_dscnn_int8"), "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False, opt_seconds=2.0))
     assert result.info["passes"]["arena_bytes"] == result.info["arena_bytes"] == result.plan.total_bytes
+
+
+def test_module_key_tells_modules_apart_as_the_whole_module_hash_does():
+    """module_key (per-kernel hashes kept per object, main hashed with free variables mapped) against TVM's whole-module structural hash, the oracle: on modules one and two catalogue passes from a
+    real model, two keys are equal exactly when the two hashes are; a copy with fresh GlobalVar objects keeps
+    its key; swapping two kernels' bodies under their names, or which of the two main calls where, changes it."""
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+
+    from edgemem.frontend.tflite_import import import_tflite
+    from edgemem.passes.catalogue import catalogue
+    from edgemem.passes.lower import lower_to_kernels
+    from edgemem.passes.orchestrate import module_key
+
+    root = lower_to_kernels(import_tflite(_model("mlperf_kws_dscnn_int8")).relax_mod)
+    passes = [p for p in catalogue() if not p.deferred]
+    mods = [root]
+    for p in passes:
+        try:
+            first = p(root)
+        except Exception:  # noqa: BLE001 - a pass that does not apply here
+            continue
+        mods.append(first)
+        for q in passes[:6]:
+            try:
+                mods.append(q(first))
+            except Exception:  # noqa: BLE001
+                pass
+    fresh = {gv: relax.GlobalVar(gv.name_hint) for gv in root.functions}  # the same program, new GlobalVar objects
+    copy = tvm.IRModule({fresh[gv]: f for gv, f in root.functions.items() if gv.name_hint != "main"})
+    copy[fresh[root.get_global_var("main")]] = tvm_ffi.structural_map(root["main"], [(relax.GlobalVar, lambda g: fresh.get(g, g))])
+    some = next(gv for gv in root.functions if gv.name_hint != "main")
+    assert not copy.get_global_var(some.name_hint).same_as(some)
+    assert tvm_ffi.structural_hash(copy) == tvm_ffi.structural_hash(root) and module_key(copy) == module_key(root)
+    mods.append(copy)
+    kernels = [gv for gv, f in root.functions.items() if gv.name_hint != "main"]
+    a, b = next((x, y) for x in kernels for y in kernels if tvm_ffi.structural_hash(root[x]) != tvm_ffi.structural_hash(root[y]))
+    swapped = tvm.IRModule({gv: (root[b] if gv.same_as(a) else root[a] if gv.same_as(b) else f) for gv, f in root.functions.items()})
+    crossed = tvm.IRModule(dict(root.functions.items()))  # main calls b where it called a, and a where b
+    crossed[root.get_global_var("main")] = tvm_ffi.structural_map(root["main"], [(relax.GlobalVar, lambda g: b if g.same_as(a) else a if g.same_as(b) else g)])
+    mods += [swapped, crossed]
+    assert module_key(swapped) != module_key(root) and module_key(crossed) != module_key(root)
+    keys = [module_key(m) for m in mods]
+    hashes = [tvm_ffi.structural_hash(m) for m in mods]
+    pairs = [(i, j) for i in range(len(mods)) for j in range(i)]
+    assert all((keys[i] == keys[j]) == (hashes[i] == hashes[j]) for i, j in pairs)
+    assert any(hashes[i] == hashes[j] and mods[i] is not mods[j] for i, j in pairs)  # some equal pairs: the test can fail both ways
+    assert len(set(hashes)) > 5
