@@ -105,7 +105,7 @@ class _Reader:
         self.func = mod["main"]
         self.tensors: dict[str, Tensor] = {}
         self.names: dict = {}  # relax expr -> tensor name
-        self.consts: dict = {}  # id of the Constant node -> tensor name
+        self.consts: dict = {}  # address of the Constant node (alive in the module) -> tensor name
         self.ops: list[Op] = []
         self.tuple_results: dict = {}  # tuple-valued kernel call var -> tensor names of its fields
         self.tuple_values: dict = {}  # var bound to a tuple of tensors (a float model's outputs) -> their names
@@ -125,13 +125,13 @@ class _Reader:
                 raise UnsupportedModelError(f"Relax value '{expr.name}' is used before it is defined.")
             return self.names[expr]
         if isinstance(expr, tvm.ir.Constant):
-            for node, name in self.consts.items():  # the same Constant node used twice is one array
-                if expr.same_as(node):
-                    return name
-            value = expr.value.numpy()
+            handle = expr.__chandle__()
+            if handle in self.consts:  # the same Constant node used twice is one array
+                return self.consts[handle]
+            value = _constant_value(expr)
             name = f"c{len(self.consts)}"
             self.tensors[name] = Tensor(name, tuple(value.shape), str(value.dtype), "const", name, value=value)
-            self.consts[expr] = name
+            self.consts[handle] = name
             return name
         raise UnsupportedModelError(f"kernel argument {type(expr).__name__} is not a tensor or constant.")
 
@@ -230,6 +230,22 @@ def _use(tensors: dict, name: str, op_index: int) -> None:
         t.consumers.append(op_index)
     if t.storage != name:
         _use(tensors, t.storage, op_index)
+
+
+_CONSTANT_VALUES: dict = {}  # address of a Constant -> (the Constant, held so the address stays its own; its array)
+
+
+def _constant_value(const) -> np.ndarray:
+    """A Constant's array, read-only and copied out of TVM once: the orchestrator reads hundreds of modules
+    sharing the same weight nodes (mcunetv2_large: 300 weight arrays per read)."""
+    handle = const.__chandle__()
+    if handle not in _CONSTANT_VALUES:
+        if len(_CONSTANT_VALUES) > 20000:
+            _CONSTANT_VALUES.clear()
+        value = const.value.numpy()
+        value.flags.writeable = False
+        _CONSTANT_VALUES[handle] = (const, value)
+    return _CONSTANT_VALUES[handle][1]
 
 
 def read_graph(mod: tvm.IRModule) -> OpGraph:

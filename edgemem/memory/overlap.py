@@ -23,6 +23,8 @@ offsets. ``shift_bound`` is the extreme safe shift (ascending: the largest; desc
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 TILE = 4  # pixels a fast kernel may compute in one pass (they take 2 today; 4 leaves room for wider tiles)
@@ -65,6 +67,15 @@ def rows(x_shape, out_shape, kernel, stride, dilation, pad, order: str = FORWARD
          in_bytes: int = 1, out_bytes: int = 1) -> list[tuple[int, int, int, int]]:  # fmt: skip
     """Per output pixel in write order: (w0, w1, n0, n1) -- Y bytes [w0, w1) are written while X bytes
     [n0, n1) are still to be read after that write (n0 == n1: nothing left to read)."""
+    ints = lambda v: tuple(int(x) for x in v)  # noqa: E731
+    return list(_rows(ints(x_shape), ints(out_shape), ints(kernel), ints(stride), ints(dilation), ints(pad), order,
+                      int(tile), int(in_bytes), int(out_bytes)))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows(x_shape, out_shape, kernel, stride, dilation, pad, order, tile, in_bytes, out_bytes) -> tuple:
+    """``rows`` on hashable arguments, kept: the storage model asks it for every overlapped tensor each time
+    a module is read (the orchestrator reads hundreds of modules with the same kernels)."""
     lo, hi = pixel_windows(x_shape, out_shape, kernel, stride, dilation, pad, in_bytes)
     npix = len(lo)
     co = int(out_shape[3]) * out_bytes
@@ -86,7 +97,7 @@ def rows(x_shape, out_shape, kernel, stride, dilation, pad, order: str = FORWARD
     else:
         raise ValueError(f"unknown loop order {order!r}")
     n1 = np.maximum(n0, n1)
-    return [(int(a) * co, (int(a) + 1) * co, int(b), int(e)) for a, b, e in zip(q, n0, n1)]
+    return tuple((int(a) * co, (int(a) + 1) * co, int(b), int(e)) for a, b, e in zip(q, n0, n1))
 
 
 def shift_bound(pixel_rows, order: str = FORWARD) -> int:

@@ -191,18 +191,18 @@ _INTEGERIZE = (
 )
 
 
-def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5) -> dict:
+def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5, graph=None) -> dict:
     """What the build would get from ``mod``: arena bytes (best order found, then planned), flash bytes of
     constants, MACs, number of kernels and of RAM tensors. The same steps as the build's (best_schedule on
     the graph's Dag, its buffers by schedule.liveness.arena_buffers, plan_arena in one pool); the build
-    passes its own scheduling budget."""
-    from ..ir.outside import planned_graph
+    passes its own scheduling budget. ``graph``: ``mod``'s OpGraph when the caller has read it already."""
+    from ..ir.outside import as_planned, planned_graph
     from ..plan import plan_arena
     from ..schedule.best import best_schedule
     from ..schedule.dag import Dag
     from ..schedule.liveness import arena_buffers
 
-    graph = planned_graph(mod)  # the inputs outside the arena when the build plans them there (ir/outside.py)
+    graph = planned_graph(mod) if graph is None else as_planned(mod, graph)  # the inputs outside the arena when the build plans them there (ir/outside.py)
     order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
     plan = plan_arena(arena_buffers(graph, order, align))
     return {
