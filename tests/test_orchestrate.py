@@ -192,6 +192,33 @@ def test_a_pass_adding_work_is_tried_after_the_others_and_still_found():
     assert len(tried[:first]) > len(FAKE_PASSES)  # and more than the root's detection: states below it too
 
 
+def test_a_learned_no_for_a_pass_adding_work_leaves_it_to_be_tried():
+    # a table that says "patch" is no opportunity at the root nor after any pass (as one learned on models where it
+    # never applies: on the shared models 9 of 21 have no stage to patch) must not stop a search from trying it on
+    # a model where it applies, once nothing else is believed: a pass adding work is detected late and on few
+    # states, so a "no" learned for it is no reason never to try it (a "yes" still counts)
+    def patch(mod):
+        return (mod[0], mod[1] | {"patched"}) if "big" in mod[0] else mod
+
+    passes = list(FAKE_PASSES) + [GraphPass("patch", "fake: adds work", patch, "edgemem", deferred=True)]
+
+    def measure(mod):
+        figures = dict(fake_measure(mod))
+        figures["arena_bytes"] -= 600 if "patched" in mod[1] else 0
+        return figures
+
+    def run(mod, table):
+        return orchestrate(mod, passes, measure_fn=measure, key_fn=lambda m: m, table=table, baselines=())
+
+    never = EffectTable(root={"patch": [5, 0]}, after={p.name: {"patch": [5, 0, 5, 0]} for p in passes})
+    assert never.root_belief("patch") is False and never.after_belief("fold_pad", "patch", True) is False
+    big = fake_model("pad", "dw", "elem", "big")
+    without, learned = run(big, EffectTable()), run(big, never)
+    assert "patch" in [s.name for s in without.sequence]
+    assert "patch" in [s.name for s in learned.sequence]
+    assert learned.figures["arena_bytes"] == without.figures["arena_bytes"]
+
+
 def test_search_takes_a_worse_step_greedy_does_not():
     mod = MODELS_FAKE["branchy"]
     result = run_fake(mod)

@@ -11,7 +11,8 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
   (measured or learned arena ratio) first;
 - a new state inherits its parent's opportunities (minus the pass just applied), corrected by the learned
   effect table ("p keeps q", "p creates q"); with a small probability (0.03) its opportunities are
-  re-detected for real; passes nobody has a belief about are tested only when nothing else is left;
+  re-detected for real; passes nobody has a belief about are tested only when nothing else is left (a learned
+  "no" for a pass adding work counts as no belief: such passes are detected late, on few states);
 - it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
   at ``time_budget`` seconds, or when nothing is left to try.
 
@@ -253,7 +254,7 @@ class _Search:
         self.by_key[key] = state
         if parent is None:
             for name in self.index:  # a fresh module: what the table says of each pass, if anything
-                belief = self.table.root_belief(name)
+                belief = self._trusted(name, self.table.root_belief(name))
                 if belief:
                     state.believed.add(name)
                 elif belief is None:
@@ -269,13 +270,20 @@ class _Search:
         """The parent's opportunities minus ``via``, corrected by what the table learned about ``via``."""
         for name in self.index:
             was = parent.known.get(name, name in parent.believed)
-            belief = self.table.after_belief(via, name, was)
+            belief = self._trusted(name, self.table.after_belief(via, name, was))
             if belief is None and was and name != via:
                 belief = True  # OPASS: an opportunity stays one
             if belief:
                 child.believed.add(name)
             elif belief is None:
                 child.unknown.add(name)
+
+    def _trusted(self, name: str, belief: bool | None) -> bool | None:
+        """The table's belief as the search takes it: a "no" for a pass adding work counts as no belief. Such a
+        pass is detected only once nothing else is believed, so late and on few states, and a table learned
+        across models says "no" for it wherever it has nothing to split (9 of the 21 shared models): taken at
+        its word, the search never tried patches again (micronet_m 68,652 B instead of 25,060)."""
+        return None if belief is False and name not in self.eager else belief
 
     def rank_key(self, state: _State) -> tuple:
         return objective(state.figures), len(state.path), state.path
