@@ -217,3 +217,48 @@ def test_fused_kernel_profiles_as_one_step_under_qemu(tmp_path):
     assert [row["measured_high_water_bytes"] for row in res["steps"]] == [2 * S, 2 * S]
     assert all(row["predicted_high_water_bytes"] == row["measured_high_water_bytes"] for row in res["steps"])
     assert res["bit_exact"]
+
+
+def test_rebuild_gives_the_module_tvms_builder_over_every_kernel_gives(monkeypatch):
+    """rewrite.rebuild builds main in an empty BlockBuilder and looks the old kernels up by kept hashes; the
+    oracle is TVM's own BlockBuilder over all of them (what rebuild used before): for the catalogue's passes on a
+    real model, and for a replacement adding a copy of an old kernel (must come back as the old GlobalVar) and a
+    new kernel under an old kernel's name (must be renamed), the same module, functions in the same order."""
+    from shared_models import model_path
+
+    from edgemem.passes import rewrite
+
+    def tvm_builder(kernels):
+        return relax.BlockBuilder(tvm.IRModule(kernels))
+
+    def both(fn):
+        ours = fn()
+        with monkeypatch.context() as m:
+            m.setattr(rewrite, "_Builder", tvm_builder)
+            theirs = fn()
+        return ours, theirs
+
+    mod = lower_to_kernels(import_tflite(model_path("mlperf_kws_dscnn_int8")).relax_mod)
+    pairs = []
+    for p in catalogue():
+        if p.name in ("remat", "patches"):
+            continue  # seconds each; they rebuild through the same function
+        pairs.append(both(lambda p=p: p(mod)))
+    kvars = rewrite.kernel_vars(mod)
+    b = rewrite.Bindings(mod)
+    k0, k1 = b.kernel(kvars[0]), b.kernel(kvars[1])
+
+    def copy_and_clash():
+        def replacement(bb, env):
+            same = bb.add_func(k0.prim.with_attr("global_symbol", k0.prim.attrs["global_symbol"]), "copy")  # an equal new object
+            bb.add_func(k1.prim.with_attr("edgemem_test", 1), k0.gv.name_hint)  # a new kernel under a taken name
+            return relax.call_tir(same, [env.get(a, a) for a in k0.args], kvars[0].ty)
+
+        return rewrite.rebuild(mod, {kvars[0]: replacement})
+
+    pairs.append(both(copy_and_clash))
+    for ours, theirs in pairs:
+        assert tvm_ffi.structural_equal(ours, theirs)
+        assert [gv.name_hint for gv in ours.functions] == [gv.name_hint for gv in theirs.functions]
+    names = [gv.name_hint for gv in pairs[-1][0].functions]
+    assert "copy" not in names and len(names) == len(mod.functions) + 1  # the copy is the old kernel; the clash renamed

@@ -72,26 +72,21 @@ def measure(mod, align: int = 4, schedule_seconds: float = 0.5) -> dict:
     return figures
 
 
-_FUNC_HASH: dict = {}  # function object -> its structural hash (the object held, so its address stays its own)
-
-
 def module_key(mod) -> Hashable:
     """Structural identity of a module: the same program reached by two sequences is one state. Each kernel
-    is hashed once per object (a pass rewrites main and adds a few kernels; the rest are its parent's
-    objects: on mcunetv2_large's 300 kernels that is most of a whole-module hash). main is hashed with free
-    variables mapped, under which a GlobalVar counts by its name, as in the whole-module hash."""
+    is hashed once per object (rewrite.function_hash: a pass rewrites main and adds a few kernels; the rest are
+    its parent's objects, on mcunetv2_large's 300 kernels most of a whole-module hash). main is hashed with
+    free variables mapped, under which a GlobalVar counts by its name, as in the whole-module hash."""
     import tvm_ffi
 
-    if len(_FUNC_HASH) > 20000:
-        _FUNC_HASH.clear()
+    from .rewrite import function_hash
+
     kernels, main = [], None
     for gv, func in mod.functions.items():
         if gv.name_hint == "main":
             main = tvm_ffi.structural_hash(func, map_free_vars=True)  # rewritten by nearly every pass
-            continue
-        if func not in _FUNC_HASH:
-            _FUNC_HASH[func] = tvm_ffi.structural_hash(func)
-        kernels.append((gv.name_hint, _FUNC_HASH[func]))
+        else:
+            kernels.append((gv.name_hint, function_hash(func)))
     return main, tuple(sorted(kernels))
 
 
