@@ -23,6 +23,7 @@ from tvm import relax
 
 from ..errors import UnsupportedModelError
 from ..kernels import kernel_attrs
+from .kept import per_object
 
 
 @dataclass
@@ -232,20 +233,19 @@ def _use(tensors: dict, name: str, op_index: int) -> None:
         _use(tensors, t.storage, op_index)
 
 
-_CONSTANT_VALUES: dict = {}  # address of a Constant -> (the Constant, held so the address stays its own; its array)
+_CONSTANT_VALUES: dict = {}  # (ir/kept.py)
 
 
 def _constant_value(const) -> np.ndarray:
     """A Constant's array, read-only and copied out of TVM once: the orchestrator reads hundreds of modules
     sharing the same weight nodes (mcunetv2_large: 300 weight arrays per read)."""
-    handle = const.__chandle__()
-    if handle not in _CONSTANT_VALUES:
-        if len(_CONSTANT_VALUES) > 20000:
-            _CONSTANT_VALUES.clear()
-        value = const.value.numpy()
+
+    def copy(c):
+        value = c.value.numpy()
         value.flags.writeable = False
-        _CONSTANT_VALUES[handle] = (const, value)
-    return _CONSTANT_VALUES[handle][1]
+        return value
+
+    return per_object(_CONSTANT_VALUES, const, copy)
 
 
 def read_graph(mod: tvm.IRModule) -> OpGraph:

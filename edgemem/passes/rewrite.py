@@ -14,6 +14,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
+from ..ir.kept import per_object
 from ..kernels import kernel_attrs
 from ..kernels.specs import KernelSpec
 
@@ -117,17 +118,13 @@ def _rename(expr, env: dict):
 Replacement = Callable[[relax.BlockBuilder, dict], object]  # (builder, old var -> new var) -> new value
 
 
-_FUNC_HASH: dict = {}  # function object -> its structural hash (the object held, so its address stays its own)
+_FUNC_HASH: dict = {}  # (ir/kept.py)
 
 
 def function_hash(func) -> int:
     """TVM's structural hash of one function, computed once per object: passes rewrite main and add a few
     kernels, the rest are their input module's own objects."""
-    if func not in _FUNC_HASH:
-        if len(_FUNC_HASH) > 20000:
-            _FUNC_HASH.clear()
-        _FUNC_HASH[func] = tvm_ffi.structural_hash(func)
-    return _FUNC_HASH[func]
+    return per_object(_FUNC_HASH, func, tvm_ffi.structural_hash)
 
 
 class _Builder:
