@@ -239,13 +239,13 @@ _CONSTANT_VALUES: dict = {}  # (ir/kept.py)
 def _constant_value(const) -> np.ndarray:
     """A Constant's array, read-only and copied out of TVM once: the orchestrator reads hundreds of modules
     sharing the same weight nodes (mcunetv2_large: 300 weight arrays per read)."""
+    return per_object(_CONSTANT_VALUES, const, _read_only_copy)
 
-    def copy(c):
-        value = c.value.numpy()
-        value.flags.writeable = False
-        return value
 
-    return per_object(_CONSTANT_VALUES, const, copy)
+def _read_only_copy(const) -> np.ndarray:
+    value = const.value.numpy()
+    value.flags.writeable = False  # shared by every graph read from a module holding this Constant
+    return value
 
 
 def read_graph(mod: tvm.IRModule) -> OpGraph:
