@@ -1,0 +1,300 @@
+"""Models people publish: try edgemem on third-party .tflite files as a new user would, and tabulate what happens.
+
+The corpus is listed in benchmarks/public_sources.json (publisher, repository, path, commit, sha256, licence);
+the files themselves are third-party and never enter git: they live in benchmarks/public_models/ (git-ignored).
+
+    .venv/bin/python benchmarks/public.py --fetch [--mirrors /work/.mirror]
+        re-create benchmarks/public_models/ from local bare mirrors of the repositories
+        (<mirrors>/<owner>+<name>/repo, e.g. made with `git clone --mirror https://github.com/<owner>/<name>
+        <mirrors>/<owner>+<name>/repo`): `git show <commit>:<path>` of each entry, checked against its sha256;
+        entries whose mirror is absent are reported and skipped.
+    .venv/bin/python benchmarks/public.py [--timeout 600] [--redo] [names...]
+        for each model (smallest first; one at a time, each step a child process with a timeout): its operators,
+        whether TFLite Micro runs it and its arena, the smallest shipped board `edgemem analyze` says it fits
+        (else stm32f746 with --flash 64M), `edgemem build --run --json` there, and the outcome. Results are kept
+        in benchmarks/public_results.json (a model already measured is skipped unless --redo) and the table is
+        written to benchmarks/public.md after every model.
+    .venv/bin/python benchmarks/public.py --table
+        only re-write benchmarks/public.md from benchmarks/public_results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "benchmarks"
+SOURCES = HERE / "public_sources.json"
+MODELS = HERE / "public_models"
+RESULTS = HERE / "public_results.json"
+TABLE = HERE / "public.md"
+PY = sys.executable
+FALLBACK = ("stm32f746", "64M")  # what a user tries when nothing fits: the default board, flash lifted
+
+# Shipped boards a model can be built for and run under QEMU, smallest RAM (then flash) first
+# (`edgemem boards`; rp2040-pico has no QEMU stand-in yet; the F746G-Disco's 8 MB SDRAM is not default RAM).
+BOARDS = ["bbc-microbit", "nucleo-f401re", "netduinoplus2", "mps2-an385", "mps2-an386", "nrf52840dk",
+          "stm32f746", "mps2-an500", "nucleo-h743zi"]  # fmt: skip
+
+
+# ---- corpus ----------------------------------------------------------------------------------------
+
+
+def sources() -> list[dict]:
+    return json.loads(SOURCES.read_text())
+
+
+def fetch(mirrors: Path) -> int:
+    """Write each listed file from its repository's local mirror; verify the sha256. Returns the number missing."""
+    MODELS.mkdir(exist_ok=True)
+    missing = 0
+    for s in sources():
+        git = mirrors / s["mirror_repo"].replace("/", "+") / "repo"
+        dest = MODELS / s["file"]
+        if dest.is_file() and hashlib.sha256(dest.read_bytes()).hexdigest() == s["sha256"]:
+            continue
+        r = subprocess.run(["git", f"--git-dir={git}", "show", f"{s['commit']}:{s['path']}"], capture_output=True)
+        if r.returncode != 0 or hashlib.sha256(r.stdout).hexdigest() != s["sha256"]:
+            print(f"missing: {s['file']} ({s['mirror_repo']} @ {s['commit'][:8]}: {s['path']})", file=sys.stderr)
+            missing += 1
+            continue
+        dest.write_bytes(r.stdout)
+    print(f"{len(sources()) - missing} of {len(sources())} models in {MODELS}")
+    return missing
+
+
+# ---- measuring one model ---------------------------------------------------------------------------
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _run(args: list[str], timeout: float) -> tuple[int | None, str, str, float]:
+    """(exit code or None on timeout, stdout, stderr, seconds) of a child process."""
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT)
+        return r.returncode, r.stdout, r.stderr, time.perf_counter() - t0
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return None, out, err, time.perf_counter() - t0
+
+
+def _paragraph(stderr: str, limit: int = 240) -> str:
+    """edgemem's error paragraph (the last non-empty lines of stderr), on one line, shortened."""
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    text = " ".join(lines[-6:]) if lines else "(no message)"
+    for prefix in ("error:", "Error:"):
+        text = text.split(prefix, 1)[-1].strip() if text.startswith(prefix) else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def operators(path: Path) -> dict:
+    """Operator counts of subgraph 0 (custom operators by their custom code), subgraph count, I/O types."""
+    import tflite  # noqa: PLC0415
+
+    m = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    types = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+    codes = []
+    for i in range(m.OperatorCodesLength()):
+        c = m.OperatorCodes(i)
+        code = max(c.BuiltinCode(), c.DeprecatedBuiltinCode())
+        codes.append("CUSTOM:" + c.CustomCode().decode() if names.get(code) == "CUSTOM" else names.get(code, str(code)))
+    sg = m.Subgraphs(0)
+    count = collections.Counter(codes[sg.Operators(i).OpcodeIndex()] for i in range(sg.OperatorsLength()))
+
+    def io(idx):
+        t = sg.Tensors(int(idx))
+        return f"{types.get(t.Type(), t.Type())}{list(t.ShapeAsNumpy()) if t.ShapeLength() else []}"
+
+    return {"ops": dict(count.most_common()), "n_ops": sg.OperatorsLength(), "subgraphs": m.SubgraphsLength(),
+            "inputs": [io(i) for i in sg.InputsAsNumpy()], "outputs": [io(i) for i in sg.OutputsAsNumpy()]}
+
+
+_TFLM = "import json, sys; from edgemem.reference import tflm_arena_bytes; print(json.dumps(tflm_arena_bytes(sys.argv[1])))"
+
+
+def tflm(path: Path, timeout: float) -> dict:
+    """Whether TFLite Micro's Python interpreter allocates and invokes the model, and its recorded arena."""
+    rc, out, err, _ = _run([PY, "-c", _TFLM, str(path)], timeout)
+    if rc == 0:
+        return {"runs": True, **json.loads(out.strip().splitlines()[-1])}
+    last = [ln.strip() for ln in err.strip().splitlines() if ln.strip()][-1:]  # the exception, not the traceback
+    why = "timeout" if rc is None else (last[0][:160] if last else f"exit {rc}")
+    return {"runs": False, "error": why}
+
+
+def pick_board(path: Path, timeout: float) -> dict:
+    """The smallest board `edgemem analyze` says the model fits (or may fit); else the fallback."""
+    last = None
+    for board in BOARDS:
+        rc, out, err, _ = _run([PY, "-m", "edgemem.cli", "analyze", str(path), "--board", board, "--json"], timeout)
+        if rc == 0 and json.loads(out).get("verdict") in ("fits", "may fit"):
+            return {"board": board, "flash": None}
+        last = {"rc": rc, "error": _paragraph(err)} if rc not in (0, 5) else last
+        if rc not in (0, 5):
+            break  # unsupported or unreadable: the same on every board
+    return {"board": FALLBACK[0], "flash": FALLBACK[1], "analyze": last}
+
+
+def build(path: Path, board: dict, timeout: float, out_dir: Path) -> dict:
+    args = [PY, "-m", "edgemem.cli", "build", "--board", board["board"], str(path), "-o", str(out_dir), "--force",
+            "--run", "--json"]  # fmt: skip
+    if board.get("flash"):
+        args += ["--flash", board["flash"]]
+    rc, out, err, seconds = _run(args, timeout)
+    res = {"rc": rc, "seconds": round(seconds, 1), "command": "edgemem " + " ".join(args[3:]).replace(str(ROOT) + "/", "")}
+    if rc is None:
+        res["error"] = f"no result within {timeout:.0f} s (timeout)"
+        return res
+    try:
+        data = json.loads(out)
+    except ValueError:
+        data = None
+    if data:
+        run = data.get("run") or {}
+        res.update(arena_bytes=data.get("arena_bytes"), lower_bound_bytes=data.get("lower_bound_bytes"),
+                   flash_bytes=data.get("flash_bytes"), total_ram_bytes=run.get("total_ram_bytes"),
+                   instructions=run.get("instructions"), oracle=run.get("oracle"), bit_exact=run.get("bit_exact"),
+                   max_abs_diff=run.get("max_abs_diff"), matches_reference=run.get("matches_reference"),
+                   arena_high_water_bytes=run.get("arena_high_water_bytes"))  # fmt: skip
+    if rc != 0:
+        res["error"] = _paragraph(err)
+    return res
+
+
+def measure(path: Path, timeout: float) -> dict:
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    r = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size}
+    try:
+        r.update(operators(path))
+    except Exception as e:  # noqa: BLE001 (a model the flatbuffer bindings cannot read is a result too)
+        r["ops_error"] = f"{type(e).__name__}: {e}"
+    r["tflm"] = tflm(path, min(timeout, 300))
+    r["target"] = pick_board(path, 120)
+    tmp = Path(tempfile.mkdtemp(prefix="edgemem-public-"))
+    try:
+        r["build"] = build(path, r["target"], timeout, tmp / "p")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # our own temporary directory, nothing of the user's
+    return r
+
+
+# ---- table -----------------------------------------------------------------------------------------
+
+
+def _ops_text(ops: dict, limit: int = 6) -> str:
+    items = [f"{k} {v}" for k, v in ops.items()]
+    return ", ".join(items[:limit]) + (f", +{len(items) - limit} more" if len(items) > limit else "")
+
+
+def _outcome(b: dict) -> str:
+    if b.get("rc") == 0 and b.get("matches_reference"):
+        return "bit-exact" if b.get("bit_exact") else f"matches (max diff {b.get('max_abs_diff')})"
+    if b.get("rc") == 0:
+        return f"**WRONG** (max diff {b.get('max_abs_diff')})"
+    if b.get("rc") == 8:
+        return f"**differs** (exit 8, max diff {b.get('max_abs_diff')})"
+    return "-" if b.get("rc") is None else f"exit {b['rc']}"
+
+
+def _num(v) -> str:
+    return f"{v:,}" if isinstance(v, int) else "-"
+
+
+def table(results: dict, timeout: float) -> str:
+    src = {s["file"]: s for s in sources()}
+    rows = sorted(results.items(), key=lambda kv: (src.get(kv[0], {}).get("publisher", ""), kv[0]))
+    built = [r for _, r in rows if r.get("build", {}).get("rc") == 0]
+    exact = [r for r in built if r["build"].get("matches_reference")]
+    pubs = {src[f]["publisher"] for f in results if f in src}
+    lines = [
+        "# Models people publish: edgemem on third-party .tflite files",
+        "",
+        f"Produced by `.venv/bin/python benchmarks/public.py --timeout {timeout:.0f}` (models in "
+        "benchmarks/public_models/, re-created by `benchmarks/public.py --fetch`; sources and licences in "
+        "benchmarks/public_sources.json; raw results in benchmarks/public_results.json).",
+        "",
+        f"{len(results)} of {len(src)} listed models measured, from {len(pubs)} publishers: TFLite Micro runs "
+        f"{sum(1 for _, r in rows if r.get('tflm', {}).get('runs'))}; edgemem builds and runs {len(built)}, of which "
+        f"{len(exact)} match the oracle.",
+        "",
+        "Each model: `edgemem analyze` on each shipped board, smallest RAM first, until one says it fits (else "
+        f"{FALLBACK[0]} with `--flash {FALLBACK[1]}`, as a user would try); then `edgemem build --board B MODEL "
+        "--run --json` (QEMU, seeded input, compared with TFLite Micro or LiteRT where TFLM cannot run the model), "
+        f"one at a time with a {timeout:.0f} s timeout. *TFLM arena* = TFLM's recorded non-persistent (head) / total "
+        "arena in its Python interpreter (`edgemem.reference.tflm_arena_bytes`), the figure edgemem's arena competes "
+        "with. *instr.* = instructions of one edgemem inference under QEMU (-icount); TFLM's instruction count "
+        "on the device is not in this table (it needs a TFLM firmware build per model, not cheap here).",
+        "",
+        "| publisher | file | KB | ops (subgraph 0) | TFLM runs | board | edgemem builds | vs oracle | edgemem arena "
+        "| TFLM arena head / total | instr. | failure (edgemem's message, shortened) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for f, r in rows:
+        s, t, b, tg = src.get(f, {}), r.get("tflm", {}), r.get("build", {}), r.get("target", {})
+        ops = _ops_text(r.get("ops", {})) + (f" ({r['subgraphs']} subgraphs)" if r.get("subgraphs", 1) > 1 else "")
+        tf = "yes" if t.get("runs") else f"no: {t.get('error', '?')}"
+        tarena = f"{_num(t.get('head'))} / {_num(t.get('total'))}" if t.get("runs") else "-"
+        board = tg.get("board", "?") + (f" --flash {tg['flash']}" if tg.get("flash") else "")
+        builds = "yes" if b.get("rc") in (0, 8) else ("timeout" if b.get("rc") is None and b else "no")
+        why = b.get("error", "") if b.get("rc") != 0 else ""
+        why = why.replace("|", "\\|")
+        lines.append(f"| {s.get('publisher', '?')} | {f} | {r.get('bytes', 0) / 1024:,.0f} | {ops} | {tf} | {board} "
+                     f"| {builds} | {_outcome(b)} | {_num(b.get('arena_bytes'))} | {tarena} "
+                     f"| {_num(b.get('instructions'))} | {why} |")  # fmt: skip
+    wrong = [(f, r) for f, r in rows if r.get("build", {}).get("rc") in (0, 8) and not r["build"].get("matches_reference")]
+    if wrong:
+        lines += ["", "## Builds whose outputs differ from the oracle (reproduce)", ""]
+        lines += [f"- {f}: `{r['build']['command']}` (exit {r['build']['rc']}, max diff {r['build'].get('max_abs_diff')})"
+                  for f, r in wrong]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+# ---- main ------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="model files (names in public_sources.json) to measure; default all")
+    ap.add_argument("--fetch", action="store_true", help="re-create public_models/ from local mirrors, then stop")
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="folder of <owner>+<name>/repo mirrors")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per build (default 600)")
+    ap.add_argument("--redo", action="store_true", help="measure again models already in public_results.json")
+    ap.add_argument("--table", action="store_true", help="only re-write public.md from public_results.json")
+    a = ap.parse_args(argv)
+    if a.fetch:
+        return 1 if fetch(a.mirrors) else 0
+    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    if not a.table:
+        todo = [s for s in sources() if (not a.names or s["file"] in a.names) and (MODELS / s["file"]).is_file()]
+        for s in sorted(todo, key=lambda s: s["bytes"]):
+            if s["file"] in results and results[s["file"]].get("sha256") == s["sha256"] and not a.redo:
+                continue
+            print(f"{time.strftime('%H:%M:%S')} {s['file']} ({s['bytes']:,} B)", flush=True)
+            results[s["file"]] = measure(MODELS / s["file"], a.timeout)
+            b = results[s["file"]]["build"]
+            print(f"    -> {results[s['file']]['target']['board']}: {_outcome(b)} {b.get('error', '')[:160]}", flush=True)
+            RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+            TABLE.write_text(table(results, a.timeout))
+    TABLE.write_text(table(results, a.timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
