@@ -25,6 +25,7 @@ import collections
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -37,7 +38,9 @@ MODELS = HERE / "public_models"
 RESULTS = HERE / "public_results.json"
 TABLE = HERE / "public.md"
 PY = sys.executable
-FALLBACK = ("stm32f746", "64M")  # what a user tries when nothing fits: the default board, flash lifted
+FALLBACK = ("stm32f746", "64M")
+VALIDATE = 10  # seeded inputs per built model for `edgemem validate` (set by --validate)
+MAX_TRIES = 3  # builds on boards analyze accepts before the fallback  # what a user tries when nothing fits: the default board, flash lifted
 
 # Shipped boards a model can be built for and run under QEMU, smallest RAM (then flash) first
 # (`edgemem boards`; rp2040-pico has no QEMU stand-in yet; the F746G-Disco's 8 MB SDRAM is not default RAM).
@@ -92,8 +95,8 @@ def _run(args: list[str], timeout: float) -> tuple[int | None, str, str, float]:
         return None, out, err, time.perf_counter() - t0
 
 
-def _paragraph(stderr: str, limit: int = 240) -> str:
-    """edgemem's error paragraph (the last non-empty lines of stderr), on one line, shortened."""
+def _paragraph(stderr: str, limit: int = 1500) -> str:
+    """edgemem's error paragraph (the last non-empty lines of stderr), on one line, at most ``limit`` chars."""
     lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
     text = " ".join(lines[-6:]) if lines else "(no message)"
     for prefix in ("error:", "Error:"):
@@ -118,7 +121,7 @@ def operators(path: Path) -> dict:
 
     def io(idx):
         t = sg.Tensors(int(idx))
-        return f"{types.get(t.Type(), t.Type())}{list(t.ShapeAsNumpy()) if t.ShapeLength() else []}"
+        return f"{types.get(t.Type(), t.Type())}{[int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else []}"
 
     return {"ops": dict(count.most_common()), "n_ops": sg.OperatorsLength(), "subgraphs": m.SubgraphsLength(),
             "inputs": [io(i) for i in sg.InputsAsNumpy()], "outputs": [io(i) for i in sg.OutputsAsNumpy()]}
@@ -137,17 +140,18 @@ def tflm(path: Path, timeout: float) -> dict:
     return {"runs": False, "error": why}
 
 
-def pick_board(path: Path, timeout: float) -> dict:
-    """The smallest board `edgemem analyze` says the model fits (or may fit); else the fallback."""
+def candidate_boards(path: Path, timeout: float):
+    """Yield, smallest first, each board `edgemem analyze` says the model fits (or may fit); then the fallback.
+    Stops at the first refusal that is not "does not fit" (unsupported or unreadable: the same on every board)."""
     last = None
     for board in BOARDS:
         rc, out, err, _ = _run([PY, "-m", "edgemem.cli", "analyze", str(path), "--board", board, "--json"], timeout)
         if rc == 0 and json.loads(out).get("verdict") in ("fits", "may fit"):
-            return {"board": board, "flash": None}
-        last = {"rc": rc, "error": _paragraph(err)} if rc not in (0, 5) else last
-        if rc not in (0, 5):
-            break  # unsupported or unreadable: the same on every board
-    return {"board": FALLBACK[0], "flash": FALLBACK[1], "analyze": last}
+            yield {"board": board, "flash": None}
+        elif rc not in (0, 5):
+            last = {"rc": rc, "error": _paragraph(err)}
+            break
+    yield {"board": FALLBACK[0], "flash": FALLBACK[1], "analyze": last}
 
 
 def build(path: Path, board: dict, timeout: float, out_dir: Path) -> dict:
@@ -156,7 +160,8 @@ def build(path: Path, board: dict, timeout: float, out_dir: Path) -> dict:
     if board.get("flash"):
         args += ["--flash", board["flash"]]
     rc, out, err, seconds = _run(args, timeout)
-    res = {"rc": rc, "seconds": round(seconds, 1), "command": "edgemem " + " ".join(args[3:]).replace(str(ROOT) + "/", "")}
+    shown = [f"out/{path.stem}" if a == str(out_dir) else a.replace(str(ROOT) + "/", "") for a in args[3:]]
+    res = {"rc": rc, "seconds": round(seconds, 1), "command": "edgemem " + " ".join(shown)}
     if rc is None:
         res["error"] = f"no result within {timeout:.0f} s (timeout)"
         return res
@@ -173,6 +178,21 @@ def build(path: Path, board: dict, timeout: float, out_dir: Path) -> dict:
                    arena_high_water_bytes=run.get("arena_high_water_bytes"))  # fmt: skip
     if rc != 0:
         res["error"] = _paragraph(err)
+    elif VALIDATE:
+        res["validate"] = validate(out_dir, timeout)
+    return res
+
+
+def validate(project: Path, timeout: float) -> dict:
+    """`edgemem validate --count VALIDATE`: more seeded inputs than the build's one, against the same oracle."""
+    rc, out, err, seconds = _run([PY, "-m", "edgemem.cli", "validate", str(project), "--count", str(VALIDATE),
+                                  "--json"], timeout)  # fmt: skip
+    res = {"rc": rc, "seconds": round(seconds, 1)}
+    try:
+        v = json.loads(out)
+        res.update({k: v.get(k) for k in ("count", "bit_exact_count", "matching_count", "max_abs_diff", "all_match")})
+    except ValueError:
+        res["error"] = "timeout" if rc is None else _paragraph(err)
     return res
 
 
@@ -186,10 +206,19 @@ def measure(path: Path, timeout: float) -> dict:
     except Exception as e:  # noqa: BLE001 (a model the flatbuffer bindings cannot read is a result too)
         r["ops_error"] = f"{type(e).__name__}: {e}"
     r["tflm"] = tflm(path, min(timeout, 300))
-    r["target"] = pick_board(path, 120)
+    # As a user would: the smallest board analyze accepts; if the build then says it does not fit (exit 5),
+    # the next one analyze accepts, at most MAX_TRIES builds, then the fallback.
+    r["attempts"] = []
     tmp = Path(tempfile.mkdtemp(prefix="edgemem-public-"))
     try:
-        r["build"] = build(path, r["target"], timeout, tmp / "p")
+        for target in candidate_boards(path, 120):
+            if len(r["attempts"]) == MAX_TRIES and not target.get("flash"):
+                continue
+            r["target"], r["build"] = target, build(path, target, timeout, tmp / "p")
+            r["attempts"].append({"board": target["board"], "fallback": bool(target.get("flash")),
+                                 "rc": r["build"]["rc"], "error": r["build"].get("error")})
+            if r["build"]["rc"] != 5:
+                break
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # our own temporary directory, nothing of the user's
     return r
@@ -204,13 +233,27 @@ def _ops_text(ops: dict, limit: int = 6) -> str:
 
 
 def _outcome(b: dict) -> str:
+    v = b.get("validate") or {}
+    if b.get("rc") == 0 and v.get("count") and not v.get("all_match"):
+        return (f"**WRONG** on {v['count'] - v['matching_count']} of {v['count']} seeds "
+                f"(max diff {v.get('max_abs_diff')})")  # fmt: skip
     if b.get("rc") == 0 and b.get("matches_reference"):
-        return "bit-exact" if b.get("bit_exact") else f"matches (max diff {b.get('max_abs_diff')})"
+        seeds = f", {v['bit_exact_count']}/{v['count']} seeds bit-exact" if v.get("count") else ""
+        seeds += ", validate: " + v["error"][:60] if v.get("error") else ""
+        return ("bit-exact" if b.get("bit_exact") else f"matches (max diff {b.get('max_abs_diff')})") + seeds
     if b.get("rc") == 0:
         return f"**WRONG** (max diff {b.get('max_abs_diff')})"
     if b.get("rc") == 8:
         return f"**differs** (exit 8, max diff {b.get('max_abs_diff')})"
     return "-" if b.get("rc") is None else f"exit {b['rc']}"
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """A message for a table cell: long quoted tensor names and paths cut, the whole cut to ``limit``."""
+    text = re.sub(r"'([^']{28})[^']{8,}'", r"'\1...'", text)
+    text = re.sub(r"/tmp/edgemem-public-[^ ]*", "<project>", text)
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return text.replace("|", "\\|")
 
 
 def _num(v) -> str:
@@ -249,20 +292,30 @@ def table(results: dict, timeout: float) -> str:
     for f, r in rows:
         s, t, b, tg = src.get(f, {}), r.get("tflm", {}), r.get("build", {}), r.get("target", {})
         ops = _ops_text(r.get("ops", {})) + (f" ({r['subgraphs']} subgraphs)" if r.get("subgraphs", 1) > 1 else "")
-        tf = "yes" if t.get("runs") else f"no: {t.get('error', '?')}"
+        tf = "yes" if t.get("runs") else f"no: {_short(t.get('error', '?'), 80)}"
         tarena = f"{_num(t.get('head'))} / {_num(t.get('total'))}" if t.get("runs") else "-"
         board = tg.get("board", "?") + (f" --flash {tg['flash']}" if tg.get("flash") else "")
+        refused = [a["board"] for a in r.get("attempts", [])[:-1]]
+        board += f" (exit 5 on {', '.join(refused)}, which analyze accepted)" if refused else ""
         builds = "yes" if b.get("rc") in (0, 8) else ("timeout" if b.get("rc") is None and b else "no")
-        why = b.get("error", "") if b.get("rc") != 0 else ""
-        why = why.replace("|", "\\|")
+        why = _short(b.get("error", "")) if b.get("rc") != 0 else ""
         lines.append(f"| {s.get('publisher', '?')} | {f} | {r.get('bytes', 0) / 1024:,.0f} | {ops} | {tf} | {board} "
                      f"| {builds} | {_outcome(b)} | {_num(b.get('arena_bytes'))} | {tarena} "
                      f"| {_num(b.get('instructions'))} | {why} |")  # fmt: skip
-    wrong = [(f, r) for f, r in rows if r.get("build", {}).get("rc") in (0, 8) and not r["build"].get("matches_reference")]
+    misfit = [(f, a) for f, r in rows for a in r.get("attempts", []) if a["rc"] == 5 and not a["fallback"]]
+    if misfit:
+        lines += ["", "## `analyze` said it fits, `build` said it does not (exit 5)", ""]
+        lines += [f"- {f} on {a['board']}: {_short(a['error'] or '', 400)}" for f, a in misfit]
+    wrong = [(f, r) for f, r in rows if r.get("build", {}).get("rc") in (0, 8)
+             and (not r["build"].get("matches_reference") or not (r["build"].get("validate") or {}).get("all_match", True))]
     if wrong:
         lines += ["", "## Builds whose outputs differ from the oracle (reproduce)", ""]
-        lines += [f"- {f}: `{r['build']['command']}` (exit {r['build']['rc']}, max diff {r['build'].get('max_abs_diff')})"
-                  for f, r in wrong]  # fmt: skip
+        for f, r in wrong:
+            b, v = r["build"], r["build"].get("validate") or {}
+            lines.append(f"- {f}: `{b['command']}` (exit {b['rc']}, max diff {b.get('max_abs_diff')})")
+            if v.get("count"):
+                lines.append(f"  then `edgemem validate out/{Path(f).stem} --count {v['count']}`: "
+                             f"{v['matching_count']} of {v['count']} match, max diff {v.get('max_abs_diff')}")
     return "\n".join(lines) + "\n"
 
 
@@ -276,8 +329,11 @@ def main(argv=None) -> int:
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="folder of <owner>+<name>/repo mirrors")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per build (default 600)")
     ap.add_argument("--redo", action="store_true", help="measure again models already in public_results.json")
+    ap.add_argument("--validate", type=int, default=VALIDATE, help="seeded inputs per built model (0: none)")
     ap.add_argument("--table", action="store_true", help="only re-write public.md from public_results.json")
     a = ap.parse_args(argv)
+    global VALIDATE
+    VALIDATE = a.validate
     if a.fetch:
         return 1 if fetch(a.mirrors) else 0
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
