@@ -16,6 +16,8 @@ the files themselves are third-party and never enter git: they live in benchmark
         written to benchmarks/public.md after every model.
     .venv/bin/python benchmarks/public.py --table
         only re-write benchmarks/public.md from benchmarks/public_results.json.
+    .venv/bin/python benchmarks/public.py --tflm-only [names...]
+        measure again only whether TFLM runs the models (and its arena).
 """
 
 from __future__ import annotations
@@ -130,14 +132,34 @@ def operators(path: Path) -> dict:
 _TFLM = "import json, sys; from edgemem.reference import tflm_arena_bytes; print(json.dumps(tflm_arena_bytes(sys.argv[1])))"
 
 
+# TFLM alone (zeros in, one invoke), without edgemem.reference: tells a model TFLM cannot run from one that
+# edgemem's reference module cannot read.
+_TFLM_RAW = """import sys, numpy as np, tflite
+from tflite_micro.python.tflite_micro import runtime
+n = tflite.Model.GetRootAsModel(open(sys.argv[1], 'rb').read(), 0).Subgraphs(0).InputsLength()
+it = runtime.Interpreter.from_file(sys.argv[1], arena_size=64 << 20)
+for i in range(n):
+    d = it.get_input_details(i)
+    it.set_input(np.zeros(d['shape'], d['dtype']), i)
+it.invoke()
+"""
+
+
+def _exception(rc: int | None, err: str) -> str:
+    last = [ln.strip() for ln in err.strip().splitlines() if ln.strip()][-1:]  # the exception, not the traceback
+    return "timeout" if rc is None else (last[0][:160] if last else f"exit {rc}")
+
+
 def tflm(path: Path, timeout: float) -> dict:
     """Whether TFLite Micro's Python interpreter allocates and invokes the model, and its recorded arena."""
     rc, out, err, _ = _run([PY, "-c", _TFLM, str(path)], timeout)
     if rc == 0:
         return {"runs": True, **json.loads(out.strip().splitlines()[-1])}
-    last = [ln.strip() for ln in err.strip().splitlines() if ln.strip()][-1:]  # the exception, not the traceback
-    why = "timeout" if rc is None else (last[0][:160] if last else f"exit {rc}")
-    return {"runs": False, "error": why}
+    why = _exception(rc, err)
+    rc2, _, err2, _ = _run([PY, "-c", _TFLM_RAW, str(path)], timeout)
+    if rc2 == 0:
+        return {"runs": True, "reference_error": f"edgemem.reference failed: {why}"}
+    return {"runs": False, "error": _exception(rc2, err2)}
 
 
 def candidate_boards(path: Path, timeout: float):
@@ -146,8 +168,9 @@ def candidate_boards(path: Path, timeout: float):
     last = None
     for board in BOARDS:
         rc, out, err, _ = _run([PY, "-m", "edgemem.cli", "analyze", str(path), "--board", board, "--json"], timeout)
-        if rc == 0 and json.loads(out).get("verdict") in ("fits", "may fit"):
-            yield {"board": board, "flash": None}
+        verdict = json.loads(out).get("verdict") if rc == 0 else None
+        if verdict in ("fits", "may fit"):
+            yield {"board": board, "flash": None, "verdict": verdict}
         elif rc not in (0, 5):
             last = {"rc": rc, "error": _paragraph(err)}
             break
@@ -216,6 +239,7 @@ def measure(path: Path, timeout: float) -> dict:
                 continue
             r["target"], r["build"] = target, build(path, target, timeout, tmp / "p")
             r["attempts"].append({"board": target["board"], "fallback": bool(target.get("flash")),
+                                 "analyze": target.get("verdict"),
                                  "rc": r["build"]["rc"], "error": r["build"].get("error")})
             if r["build"]["rc"] != 5:
                 break
@@ -293,18 +317,19 @@ def table(results: dict, timeout: float) -> str:
         s, t, b, tg = src.get(f, {}), r.get("tflm", {}), r.get("build", {}), r.get("target", {})
         ops = _ops_text(r.get("ops", {})) + (f" ({r['subgraphs']} subgraphs)" if r.get("subgraphs", 1) > 1 else "")
         tf = "yes" if t.get("runs") else f"no: {_short(t.get('error', '?'), 80)}"
-        tarena = f"{_num(t.get('head'))} / {_num(t.get('total'))}" if t.get("runs") else "-"
+        tf += f" ({_short(t['reference_error'], 90)})" if t.get("reference_error") else ""
+        tarena = f"{_num(t.get('head'))} / {_num(t.get('total'))}" if t.get("head") else "-"
         board = tg.get("board", "?") + (f" --flash {tg['flash']}" if tg.get("flash") else "")
-        refused = [a["board"] for a in r.get("attempts", [])[:-1]]
-        board += f" (exit 5 on {', '.join(refused)}, which analyze accepted)" if refused else ""
+        refused = [f"{a['board']} (analyze: {a.get('analyze')})" for a in r.get("attempts", [])[:-1]]
+        board += f"; build exit 5 first on {', '.join(refused)}" if refused else ""
         builds = "yes" if b.get("rc") in (0, 8) else ("timeout" if b.get("rc") is None and b else "no")
         why = _short(b.get("error", "")) if b.get("rc") != 0 else ""
         lines.append(f"| {s.get('publisher', '?')} | {f} | {r.get('bytes', 0) / 1024:,.0f} | {ops} | {tf} | {board} "
                      f"| {builds} | {_outcome(b)} | {_num(b.get('arena_bytes'))} | {tarena} "
                      f"| {_num(b.get('instructions'))} | {why} |")  # fmt: skip
-    misfit = [(f, a) for f, r in rows for a in r.get("attempts", []) if a["rc"] == 5 and not a["fallback"]]
+    misfit = [(f, a) for f, r in rows for a in r.get("attempts", []) if a["rc"] == 5 and a.get("analyze") == "fits"]
     if misfit:
-        lines += ["", "## `analyze` said it fits, `build` said it does not (exit 5)", ""]
+        lines += ["", "## `edgemem analyze` said \"fits\", `edgemem build` said it does not (exit 5)", ""]
         lines += [f"- {f} on {a['board']}: {_short(a['error'] or '', 400)}" for f, a in misfit]
     wrong = [(f, r) for f, r in rows if r.get("build", {}).get("rc") in (0, 8)
              and (not r["build"].get("matches_reference") or not (r["build"].get("validate") or {}).get("all_match", True))]
@@ -323,6 +348,7 @@ def table(results: dict, timeout: float) -> str:
 
 
 def main(argv=None) -> int:
+    global VALIDATE  # noqa: PLW0603 (one option read by build(); the script runs once per process)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="model files (names in public_sources.json) to measure; default all")
     ap.add_argument("--fetch", action="store_true", help="re-create public_models/ from local mirrors, then stop")
@@ -330,14 +356,18 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds per build (default 600)")
     ap.add_argument("--redo", action="store_true", help="measure again models already in public_results.json")
     ap.add_argument("--validate", type=int, default=VALIDATE, help="seeded inputs per built model (0: none)")
+    ap.add_argument("--tflm-only", action="store_true", help="measure again only the TFLM column of the models")
     ap.add_argument("--table", action="store_true", help="only re-write public.md from public_results.json")
     a = ap.parse_args(argv)
-    global VALIDATE
     VALIDATE = a.validate
     if a.fetch:
         return 1 if fetch(a.mirrors) else 0
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    if not a.table:
+    if a.tflm_only:
+        for f in a.names or list(results):
+            results[f]["tflm"] = tflm(MODELS / f, 300)
+        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    elif not a.table:
         todo = [s for s in sources() if (not a.names or s["file"] in a.names) and (MODELS / s["file"]).is_file()]
         for s in sorted(todo, key=lambda s: s["bytes"]):
             if s["file"] in results and results[s["file"]].get("sha256") == s["sha256"] and not a.redo:
