@@ -96,7 +96,7 @@ def fuse_epilogue(anchor: tirx.PrimFunc, reader: tirx.PrimFunc, slot: int) -> ti
     def on_store(s):
         if not s.buffer.same_as(a_out):
             return s
-        v = tirx.Var("y", str(a_out.ty.dtype))  # stands for the anchor's value while the reader's is mapped
+        v = tirx.Var("y", str(a_out.ty.dtype))  # the anchor's value, computed once
         env = dict(zip(r.iters, s.indices))
 
         def on_load(ld):
@@ -106,11 +106,11 @@ def fuse_epilogue(anchor: tirx.PrimFunc, reader: tirx.PrimFunc, slot: int) -> ti
 
         value = tvm_ffi.structural_map(r.store.value, [(tvm.ir.TensorLoad, on_load)])
         value = _subst(value, env)
-        # the anchor's value in place, however often the reader reads it: a binding is left unused once the C
-        # pipeline's CSE names the same value (an unused-variable error under -Werror; an ADD reading it twice,
-        # FULLY_CONNECTED + ADD); that CSE computes a value read twice once
-        value = tvm_ffi.structural_map(value, (tirx.Var, lambda x: s.value if x.same_as(v) else x))
-        return tirx.BufferStore(reader.params[-1], value, list(s.indices))
+        if len(loads) == 1:  # read once: the anchor's value in place (a binding would be left unused once the
+            # C pipeline's CSE names the same value, an unused-variable error under -Werror)
+            value = tvm_ffi.structural_map(value, (tirx.Var, lambda x: s.value if x.same_as(v) else x))
+            return tirx.BufferStore(reader.params[-1], value, list(s.indices))
+        return tirx.SeqStmt([tirx.Bind(v, s.value), tirx.BufferStore(reader.params[-1], value, list(s.indices))])
 
     body = tvm_ffi.structural_map(anchor.body, [(tirx.BufferStore, on_store)])
     params = [*anchor.params[:-1], *(p for i, p in enumerate(reader.params[:-1]) if i != slot), reader.params[-1]]
