@@ -313,10 +313,10 @@ def _converter_class():
             outputs = self.get_output_tensors(op)
             if len(ret.fields) != len(outputs):
                 raise tvm.error.InternalError(f"a lowering gave {len(ret.fields)} results for {len(outputs)} outputs")
-            for out, field in zip(outputs, ret.fields):
-                self.exp_tab.set_expr(tf.get_tensor_name(self.subgraph, out.tensor_idx), field)
-                if isinstance(field, relax.Var):
-                    self.op_of_var[field] = self._index_of[op._tab.Pos]
+            for out, piece in zip(outputs, ret.fields):
+                self.exp_tab.set_expr(tf.get_tensor_name(self.subgraph, out.tensor_idx), piece)
+                if isinstance(piece, relax.Var):
+                    self.op_of_var[piece] = self._index_of[op._tab.Pos]
             return ret
 
         def _recorded(self, convert):
