@@ -127,7 +127,7 @@ def _requantize_model(in_dtype, out_dtype, in_q, out_q) -> bytes:
 
 @pytest.mark.parametrize("in_dtype, out_dtype, in_q, out_q", [
     (np.uint8, np.int8, (0.05, 131), (0.02, -7)),  # clamps both ways
-    (np.int8, np.uint8, (0.05, -3), (0.013, 128)),
+    (np.int8, np.uint8, (0.05, -3), (0.013, 128)),  # integerize's, as before: the uint8 output of the models above
     (np.int8, np.int32, (0.05, -3), (0.0007, 11)),
     (np.int16, np.int32, (0.000625, 0), (3.0518e-05, 0)),  # the keyword model's output scales
     (np.int16, np.int32, (0.001, 7), (0.3, -2)),
@@ -140,8 +140,9 @@ def test_integer_requantize_to_and_from_uint8_and_int32(in_dtype, out_dtype, in_
 @pytest.mark.parametrize("how", ["split", "unpack"])
 @pytest.mark.parametrize("n", [1, 2])
 def test_fully_connected_reading_split_or_unpack_outputs(how, n, tmp_path):
-    """n = 1 failed before in TVM's importer ('Reshape requires the input data to be Tensor' for UNPACK, the same
-    for SPLIT's dequantize); n = 2 is the two-piece form, kept as a regression check."""
+    """n = 1 failed in TVM's importer ('Reshape requires the input data to be Tensor' for UNPACK, the same for SPLIT's
+    dequantize); n = 2 imported, but the FULLY_CONNECTED fused with the ADD (inplace_residual) left a variable unused
+    in C (-Werror)."""
     assert check_model(split_fc_model(how, n), tmp_path).oracle == "tflm"
 
 

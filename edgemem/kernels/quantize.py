@@ -1,8 +1,8 @@
 """QUANTIZE and DEQUANTIZE kernels with TFLite Micro's arithmetic for the int16 cases (quantize_common.cc,
 dequantize.cc; reference/quantize.h, dequantize.h, requantize.h): float32 -> int16 at a model's float input,
 int16 -> float32 at its float output, and the integer requantizations that join int8 and int16 parts of a model
-(int8 -> int16, int16 -> int8, int16 -> int16), the uint8 edges of a model (uint8 -> int8 at its input,
-int8 -> uint8 at its output) and the int32 outputs (int8 or int16 -> int32). The int8-only cases (float32 -> int8, int8 -> float32,
+(int8 -> int16, int16 -> int8, int16 -> int16), a uint8 model input (uint8 -> int8) and the int32 outputs
+(int8 or int16 -> int32). The int8-only cases (float32 -> int8, int8 -> float32,
 int8 -> int8) are int8_ops.quantize_float / dequantize_float / requantize, built by passes/integerize.py.
 """
 
