@@ -11,8 +11,9 @@
 - A GRU cell's pattern (XMOS's denoisers): FULLY_CONNECTED reading the outputs of SPLIT/UNPACK, which TVM's
   importer broke for a one-output UNPACK (a Keras RNN unrolled over one time step).
 
-Measured wall time (2-core machine): FastDepth about 35 s (build 20 s, QEMU 0.92 G instructions), the keyword
-model about 4 s under QEMU and 3 s on the host, each small model 1-3 s.
+Measured wall time (2-core machine): FastDepth 35 s alone, 74 s with other tests running (build about 20 s, QEMU
+0.92 G instructions), the keyword model 7 s under QEMU (two seeds) and 3 s on the host, each small model 1-4 s; the
+file about 2 minutes.
 """
 
 from __future__ import annotations
