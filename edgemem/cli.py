@@ -15,6 +15,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .build_info import BuildInfo
@@ -33,7 +34,8 @@ def _fail(exc: BaseException) -> None:
     if _DEBUG["on"]:
         raise exc
     if isinstance(exc, EdgememError):
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # escaped: messages quote key paths ("[core].cpu") and user values, which rich would read as markup
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code)
     err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}. This is a bug in edgemem; "
               "rerun with --debug for the traceback and report it.", highlight=False, soft_wrap=True)  # fmt: skip
