@@ -570,12 +570,17 @@ def list_boards() -> list[str]:
     return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
 
 
+def is_board_file(name_or_path: str | Path) -> bool:
+    """Whether `--board` names a file (a .toml or a path) rather than a shipped board."""
+    text = str(name_or_path)
+    return Path(text).suffix == ".toml" or "/" in text or "\\" in text
+
+
 def load_board(name_or_path: str | Path) -> Board:
     """Load a board by name (a file in boards/) or by the path of a .toml file."""
-    p = Path(name_or_path)
     text = str(name_or_path)
-    if p.suffix == ".toml" or "/" in text or "\\" in text:
-        path = p
+    if is_board_file(text):
+        path = Path(text)
     elif re.fullmatch(BOARD_ID, text):
         path = BOARDS_DIR / f"{text}.toml"
     else:

@@ -58,10 +58,11 @@ def fake_tools(tmp_path, monkeypatch):
 
 
 def project_for(tmp_path: Path, board: str) -> Path:
-    """A built project as far as flashing cares: edgemem.json naming the board, and firmware.bin."""
+    """A built project as far as flashing cares: edgemem.json naming the board and recording its definition, and
+    firmware.bin."""
     proj = tmp_path / "my project"  # a space: the path must stay one argument / one Tcl word
     proj.mkdir()
-    (proj / "edgemem.json").write_text(json.dumps({"board": board, "model": "m.tflite"}))
+    (proj / "edgemem.json").write_text(json.dumps({"board": board, "model": "m.tflite", "board_definition": load_board(board).definition}))
     (proj / "firmware.bin").write_bytes(IMAGE_BYTES)
     return proj
 
