@@ -486,10 +486,12 @@ def _check_core(c: CoreTable) -> None:
 
 
 def _no_overlap(regions: list[tuple[str, int, int]]) -> None:
-    ordered = sorted(regions, key=lambda r: r[1])
+    """(where, base, size): no two may share an address; `where` is a table or a base key."""
+    ordered = sorted((r for r in regions if r[2]), key=lambda r: r[1])
     for (wa, ba, sa), (wb, bb, _) in zip(ordered, ordered[1:]):
         if ba + sa > bb:
-            raise BoardValueError(f"{wb}.base", bb, f"overlaps {wa} (0x{ba:X}..0x{ba + sa:X}): regions must not overlap")
+            key = wb if "base" in wb else f"{wb}.base"
+            raise BoardValueError(key, bb, f"overlaps {wa} (0x{ba:X}..0x{ba + sa:X}): regions must not overlap")
 
 
 def _unique(names: list[str], where: str) -> None:
@@ -519,6 +521,10 @@ def _check_qemu(b: BoardFile) -> None:
         if p.base + p.size > U32:
             raise BoardValueError(f"[[qemu.peripheral]][{i}].size", p.size, "base + size runs past the 32-bit address space")
     _unique([p.name for p in q.peripheral], "[[qemu.peripheral]]")
+    # the QEMU machine's address space: the image's flash, the modelled RAM and the device windows the MPU opens
+    span = max(r.base + r.size for r in modelled) - min(r.base for r in modelled) if modelled else 0
+    _no_overlap([("[qemu].flash_base", q.flash_base, b.flash.size), ("[qemu].ram_base", q.ram_base, span)]
+                + [(f"[[qemu.peripheral]][{i}]", p.base, p.size) for i, p in enumerate(q.peripheral)])
 
 
 def _check_flasher(f: FlasherTable, flash: FlashTable) -> None:
@@ -545,20 +551,21 @@ def _check_device(d: DeviceTable, core: CoreTable) -> None:
             raise BoardValueError(f"[device].init[{i}][0]", address, "a register address must be a multiple of 4")
 
 
-def validate_board(data: dict, where: str) -> BoardFile:
-    """The board file's data checked against the schema; one EdgememError paragraph naming `where`, the key,
-    the value and what is allowed."""
+_SCHEMA_HINT = f"The keys and values a board file may have are documented at the top of {BOARDS_DIR / 'stm32f746.toml'}."
+
+
+def validate_board(data: dict, where: str, what: str = "board file", hint: str = _SCHEMA_HINT) -> BoardFile:
+    """The board file's data checked against the schema; one EdgememError paragraph naming `what` `where`, the
+    key, the value and what is allowed, then `hint`."""
     try:
         board = BoardFile.model_validate(data)
         _cross_check(board)
     except ValidationError as e:
         problems = [_refusal(x) for x in e.errors(include_url=False)]
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise EdgememError(f"board file {where}: {'; '.join(problems[:3])}{more}. The keys and values a board file "
-                           f"may have are documented at the top of {BOARDS_DIR / 'stm32f746.toml'}.") from None  # fmt: skip
+        raise EdgememError(f"{what} {where}: {'; '.join(problems[:3])}{more}. {hint}") from None
     except BoardValueError as e:
-        raise EdgememError(f"board file {where}: {e}. The keys and values a board file may have are documented at the "
-                           f"top of {BOARDS_DIR / 'stm32f746.toml'}.") from None  # fmt: skip
+        raise EdgememError(f"{what} {where}: {e}. {hint}") from None
     return board
 
 
@@ -605,7 +612,8 @@ def board_from_definition(definition, where: str) -> Board:
     if not isinstance(definition, dict):
         raise EdgememError(f"{where}: the recorded board definition is not a table; rebuild the project with "
                            "`edgemem build --force`.")  # fmt: skip
-    return _to_board(validate_board(definition, where), Path(where))
+    hint = "Rebuild the project from its board file with `edgemem build --force`."
+    return _to_board(validate_board(definition, where, "board definition recorded in", hint), Path(where))
 
 
 def _to_board(b: BoardFile, source: Path) -> Board:

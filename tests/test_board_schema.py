@@ -79,6 +79,8 @@ HOSTILE = [
     ("overlap", variant(("base = 0x20010000", "base = 0x2000F000")), "[[ram]][1].base", "must not overlap"),
     ("ram-in-flash", variant(("base = 0x20000000\nsize = 0x10000", "base = 0x08080000\nsize = 0x10000")), "[[ram]][0].base",
      "overlaps [flash]"),
+    ("peripheral-over-ram", variant(("base = 0x40000000\nsize = 0x1000", "base = 0x20001000\nsize = 0x1000")),
+     "[[qemu.peripheral]][0].base", "overlaps [qemu].ram_base"),
     ("same-region-name", variant(('name = "sram2"', 'name = "SRAM1"')), "[[ram]][2].name", "already the name"),
     ("two-defaults", variant(('speed = "normal"', 'speed = "normal"\ndefault = true')), "[[ram]][1].default", "only one"),
     ("align-not-pow2", variant(("stack_size = 0x4000", "stack_size = 0x4000\narena_align = 12")), "arena_align",
@@ -250,7 +252,8 @@ def test_a_tampered_recorded_board_is_checked_again(custom_builds, tmp_path):
     for command in ("run", "validate"):
         p = _cli(command, str(proj), cwd=tmp_path)
         assert p.returncode == USAGE and "Traceback" not in p.stderr, p.stderr
-        assert f"board file {proj / 'edgemem.json'}: [qemu].machine = 'mps2-an500 -kernel /etc/passwd'" in p.stderr
+        assert (f"board definition recorded in {proj / 'edgemem.json'}: [qemu].machine = 'mps2-an500 -kernel "
+                "/etc/passwd': must be one of") in p.stderr and "--force" in p.stderr
 
 
 def test_board_dataclass_interface_is_kept():
