@@ -216,14 +216,14 @@ _IDENTIFIER = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
 _OCD_CONFIG = r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*\.cfg$"
 _OCD_COMMAND = r"^(transport select (swd|jtag|hla_swd|dapdirect_swd)|adapter speed [0-9]{1,6})$"
 _PYOCD_TARGET = r"^[a-z0-9_]{1,64}$"
-_TEXT = r"^[^\x00-\x1f\x7f]{1,200}$"
+_TEXT = r"^[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]{1,200}$"  # no control or bidi-override characters
 _PATTERNS = {  # pattern -> what it allows, for the refusal
     BOARD_ID: "a board id: a letter or digit, then letters, digits, '-' or '_' (64 at most)",
     _IDENTIFIER: "an identifier: a letter, then letters, digits or '_' (32 at most)",
     _OCD_CONFIG: "an openocd config path such as 'interface/stlink.cfg' (letters, digits, '_', '-', '.', '/'; no '..')",
     _OCD_COMMAND: "'transport select swd|jtag|hla_swd|dapdirect_swd' or 'adapter speed <kHz>'",
     _PYOCD_TARGET: "a pyOCD target name: lower-case letters, digits or '_'",
-    _TEXT: "one line of printable text, at most 200 characters",
+    _TEXT: "one line of printable text (no control or bidi-override characters), at most 200 characters",
 }
 
 

@@ -64,6 +64,8 @@ HOSTILE = [
      "an identifier"),
     ("description-escape", variant(('description = "STM32F746', 'description = "\\u001b[2J\\nSTM32F746')), "description",
      "one line of printable text"),
+    ("description-bidi", variant(('description = "STM32F746', 'description = "\u202eSTM32F746')), "description",
+     "bidi-override"),
     ("description-long", variant(('description = "STM32F746', f'description = "{"x" * 300}')), "description",
      "at most 200 characters"),
     ("openocd-path", variant(('target = "target/stm32f7x.cfg"', 'target = "../../../etc/passwd.cfg"')),
