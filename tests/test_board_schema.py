@@ -10,6 +10,7 @@ directory -- and, for the shell-metacharacter ones, nothing run. The custom boar
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -172,6 +173,7 @@ def test_shipped_board_values_are_the_files():
 # ---- a custom board, end to end -----------------------------------------------------------------------------
 
 SMALL_SRAM1 = 0x20000  # the same-name file's SRAM1: 128 KiB instead of 240 KiB
+OTHER_PROBE = "interface/cmsis-dap.cfg"  # and its openocd interface (the shipped file: interface/stlink.cfg)
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -180,13 +182,16 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def custom_builds(tmp_path_factory):
-    """Two builds of the example: from a copy of stm32f746.toml named 'mine', and from a file named stm32f746.toml
-    (and naming itself so) with a smaller SRAM1. Both given by a relative path, as a user would."""
+    """Builds of the example: from a copy of stm32f746.toml named 'mine' (plain and --profile), and from a file
+    named stm32f746.toml (and naming itself so) with a smaller SRAM1 and another debug probe. Each board given by
+    a relative path, as a user would."""
     root = tmp_path_factory.mktemp("custom")
     (root / "mine.toml").write_text(variant(('name = "stm32f746"', 'name = "mine"')))
-    (root / "stm32f746.toml").write_text(variant(("size = 0x3C000", f"size = 0x{SMALL_SRAM1:X}")))
-    for file, out in (("mine.toml", "out-mine"), ("stm32f746.toml", "out-same")):
-        p = _cli("build", str(EXAMPLE), "--board", f"./{file}", "-o", out, cwd=root)
+    (root / "stm32f746.toml").write_text(variant(("size = 0x3C000", f"size = 0x{SMALL_SRAM1:X}"),
+                                                 ('interface = "interface/stlink.cfg"', f'interface = "{OTHER_PROBE}"')))
+    for file, out, extra in (("mine.toml", "out-mine", ()), ("mine.toml", "out-mine-profile", ("--profile",)),
+                             ("stm32f746.toml", "out-same", ())):
+        p = _cli("build", str(EXAMPLE), "--board", f"./{file}", "-o", out, *extra, cwd=root)
         assert p.returncode == 0, p.stderr
     return root
 
@@ -222,6 +227,28 @@ def test_a_file_named_like_a_shipped_board_keeps_its_own_contents(custom_builds)
     p = _cli("run", "out-same", "--board", str(ROOT / "boards" / "stm32f746.toml"), cwd=custom_builds)
     assert p.returncode == USAGE and "Traceback" not in p.stderr
     assert "was built for another definition of board stm32f746" in p.stderr
+
+
+@needs_qemu
+def test_custom_board_profiles(custom_builds):
+    p = _cli("profile", "out-mine-profile", "--json", cwd=custom_builds)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["board"] == "mine" and res["arena_matches_plan"] and res["bit_exact"] is True
+
+
+@needs_qemu
+def test_flash_uses_the_recorded_board_not_the_shipped_one(custom_builds, tmp_path):
+    """`flash --board stm32f746` of the build made from the same-name file drives that file's probe."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "openocd.argv"
+    bin_dir.mkdir()
+    (bin_dir / "openocd").write_text(f'#!/bin/sh\nprintf \'%s\\n\' "$@" > \'{log}\'\n')
+    (bin_dir / "openocd").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    p = subprocess.run([sys.executable, "-m", "edgemem.cli", "flash", "out-same", "--board", "stm32f746"],
+                       cwd=custom_builds, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert log.read_text().splitlines()[:4] == ["-f", OTHER_PROBE, "-f", "target/stm32f7x.cfg"]
 
 
 def _edited_build(custom_builds, tmp_path, **changes) -> Path:
