@@ -8,7 +8,7 @@
 - Each operator alone, in a model made here with one custom operator (TFLM runs it as it runs the published one),
   on inputs chosen to reach its branches (saturation, every FFT stage radix, Sqrt32's and Sqrt64's paths, the
   PCAN table's ends, the log of 0 and 1): bit-exact.
-- What edgemem does not compute is refused with the operator named (the int32 RFFT) or with the option named.
+- What edgemem does not compute is refused with the operator named (the float RFFT) or with the option named.
 """
 
 from __future__ import annotations
@@ -217,13 +217,19 @@ def test_fft_auto_scale_shift_and_scaled_frame(tmp_path):
 
 
 @pytest.mark.parametrize("fft_length,frame", [(512, 480), (256, 256), (128, 100), (32, 7), (8, 8)])
-def test_rfft_int16_every_stage_radix(fft_length, frame, tmp_path):
-    """The int16 RFFT (KISS FFT fixed point): half lengths 256 and 64 (radix-4 stages only), 128, 16 and 4 (a
-    radix-2 stage innermost), frames shorter than the FFT (zero padding), two frames per call."""
-    model = _custom_model("SignalRfft", {"T": 7, "fft_length": fft_length}, [("x", (2, frame), np.int16)],
-                          [("y", (2, fft_length + 2), np.int16)])  # fmt: skip
+@pytest.mark.parametrize("dtype", ["int16", "int32"])
+def test_rfft_every_stage_radix(dtype, fft_length, frame, tmp_path):
+    """The int16 and int32 RFFT (KISS FFT fixed point 16 and 32): half lengths 256 and 64 (radix-4 stages only),
+    128, 16 and 4 (a radix-2 stage innermost), frames shorter than the FFT (zero padding), two frames per call;
+    int32 frames are the int16 ones times 2^16 plus full-range noise in the low bits."""
+    code = {"int16": 7, "int32": 2}[dtype]
+    model = _custom_model("SignalRfft", {"T": code, "fft_length": fft_length}, [("x", (2, frame), dtype)],
+                          [("y", (2, fft_length + 2), dtype)])  # fmt: skip
     path = _write(tmp_path, model)
     frames = _frames(frame, 6, seed=fft_length)
+    if dtype == "int32":
+        low = np.random.default_rng(fft_length).integers(0, 1 << 16, (6, frame))
+        frames = [(f.astype(np.int64) * 65536 + lo).astype(np.int32) for f, lo in zip(frames, low)]
     _check_fresh(path, tmp_path, [[np.concatenate([frames[k], frames[k + 3]])] for k in range(3)])
 
 
@@ -321,19 +327,19 @@ def test_filter_bank_log(bits, scale, tmp_path):
 # -- refused -------------------------------------------------------------------------------------------------------
 
 
-def test_int32_rfft_is_refused_naming_only_it(tmp_path):
-    """A model of a Window and an int32 RFFT side by side: the refusal (exit 4) names the int32 RFFT, the one
+def test_float_rfft_is_refused_naming_only_it(tmp_path):
+    """A model of a Window and a float RFFT side by side: the refusal (exit 4) names the float RFFT, the one
     operator edgemem has no kernel for, and not the Window beside it."""
     from flatbuffers import flexbuffers
 
     b = ModelBuilder()
-    x, z = b.tensor("x", (16,), np.int16), b.tensor("z", (64,), np.int32)
+    x, z = b.tensor("x", (16,), np.int16), b.tensor("z", (64,), np.float32)
     w = b.const("w", np.ones(16, np.int16))
-    y, f = b.tensor("y", (16,), np.int16), b.tensor("f", (66,), np.int32)
+    y, f = b.tensor("y", (16,), np.int16), b.tensor("f", (66,), np.float32)
     b.op(CUSTOM, [x, w], [y], custom_code="SignalWindow", custom_options=flexbuffers.Dumps({"shift": 1}))
-    b.op(CUSTOM, [z], [f], custom_code="SignalRfft", custom_options=flexbuffers.Dumps({"T": 2, "fft_length": 64}))
+    b.op(CUSTOM, [z], [f], custom_code="SignalRfft", custom_options=flexbuffers.Dumps({"T": 0, "fft_length": 64}))
     path = _write(tmp_path, b.serialize([x, z], [y, f]))
-    with pytest.raises(UnsupportedModelError, match=r"no kernel for 1 operator\(s\).*Missing: CUSTOM\(SignalRfft\) \(int32\)\.") as info:
+    with pytest.raises(UnsupportedModelError, match=r"no kernel for 1 operator\(s\).*Missing: CUSTOM\(SignalRfft\) \(float32\)\.") as info:
         pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False))
     assert "SignalWindow" not in str(info.value)
 

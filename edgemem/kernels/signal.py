@@ -19,6 +19,7 @@ buffer itself, so the kernel needs no scratch array.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from tvm import tirx
@@ -35,18 +36,6 @@ LOG_LUT = (
 )  # fmt: skip
 
 PCAN_LUT_MIN = 4 * 32 - 6 + 3  # WideDynamicFunction reads lut[4 * msb - 6 + 2] for msb up to 32
-
-
-def _u32(v):
-    return tirx.Cast("uint32", v)
-
-
-def _u64(v):
-    return tirx.Cast("uint64", v)
-
-
-def _i32(v):
-    return tirx.Cast("int32", v)
 
 
 def _bit_length(v, bits: int):
@@ -172,130 +161,173 @@ def _kiss_permutation(n: int) -> list[int]:
     return perm
 
 
-def _cexp(phase: float) -> tuple[int, int]:
-    """kf_cexp in fixed point: floor(0.5 + 32767 * cos/sin(phase)), computed in double as KISS FFT does."""
-    return int(math.floor(0.5 + 32767 * math.cos(phase))), int(math.floor(0.5 + 32767 * math.sin(phase)))
+@dataclass(frozen=True)
+class _Fixed:
+    """KISS FFT's FIXED_POINT 16 or 32: the scalar type, the product type, Q15 or Q31, SAMP_MAX."""
+
+    scalar: str
+    wide: str
+    frac_bits: int
+    samp_max: int
 
 
-def rfft_tables(fft_length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(permutation [n] int16, twiddles [2n] int16, super twiddles [n] int16 (n/2 complex)), n = fft_length / 2,
-    as kiss_fft_alloc and kiss_fftr_alloc compute them (forward transform)."""
-    n = fft_length // 2
-    tw = [v for i in range(n) for v in _cexp(-2 * math.pi * i / n)]
-    sup = [v for i in range(n // 2) for v in _cexp(-math.pi * ((i + 1) / n + 0.5))]
-    return np.array(_kiss_permutation(n), np.int16), np.array(tw, np.int16), np.array(sup, np.int16)
+FIXED = {"int16": _Fixed("int16", "int32", 15, 32767), "int32": _Fixed("int32", "int64", 31, 2147483647)}
 
 
-def _sround(x):
-    """KISS FFT's sround on an int32 product: (x + 2^14) >> 15, stored as int16."""
-    return tirx.Cast("int16", (x + tirx.const(1 << 14, "int32")) >> tirx.const(15, "int32"))
+def _cexp(phase: float, samp_max: int) -> tuple[int, int]:
+    """kf_cexp in fixed point: floor(0.5 + SAMP_MAX * cos/sin(phase)), computed in double as KISS FFT does."""
+    return int(math.floor(0.5 + samp_max * math.cos(phase))), int(math.floor(0.5 + samp_max * math.sin(phase)))
 
 
-def _fixdiv(v, radix: int):
-    """C_FIXDIV: v * (32767 / radix), rounded back to Q15."""
-    return _sround(_i32(v) * tirx.const(32767 // radix, "int32"))
+def rfft_tables(fft_length: int, dtype: str = "int16") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(permutation [n] int16, twiddles [2n], super twiddles [n] (n/2 complex), both ``dtype``), n = fft_length
+    / 2, as kiss_fft_alloc and kiss_fftr_alloc compute them (forward transform)."""
+    n, top = fft_length // 2, FIXED[dtype].samp_max
+    tw = [v for i in range(n) for v in _cexp(-2 * math.pi * i / n, top)]
+    sup = [v for i in range(n // 2) for v in _cexp(-math.pi * ((i + 1) / n + 0.5), top)]
+    return np.array(_kiss_permutation(n), np.int16), np.array(tw, dtype), np.array(sup, dtype)
 
 
-def _wrap16(v):
-    return tirx.Cast("int16", v)
+class _FixedOps:
+    """KISS FFT's fixed-point macros as TIR expressions. C adds two int16 in int and stores the sum as int16 (a
+    wrap); two int32 wrap in the addition itself: either way the sum is taken in the product type here and
+    wrapped to the scalar type, which is the same value."""
+
+    def __init__(self, fx: _Fixed):
+        self.fx = fx
+
+    def wide(self, v):
+        return tirx.Cast(self.fx.wide, v)
+
+    def wrap(self, v):
+        return tirx.Cast(self.fx.scalar, v)
+
+    def add(self, a, b):
+        return self.wrap(self.wide(a) + self.wide(b))
+
+    def sub(self, a, b):
+        return self.wrap(self.wide(a) - self.wide(b))
+
+    def neg(self, a):
+        return self.wrap(-self.wide(a))
+
+    def sround(self, x):
+        """(x + 2^(FRACBITS-1)) >> FRACBITS on a product, stored as the scalar type."""
+        one = tirx.const(1 << (self.fx.frac_bits - 1), self.fx.wide)
+        return self.wrap((x + one) >> tirx.const(self.fx.frac_bits, self.fx.wide))
+
+    def fixdiv(self, v, radix: int):
+        """C_FIXDIV: v * (SAMP_MAX / radix), rounded back."""
+        return self.sround(self.wide(v) * tirx.const(self.fx.samp_max // radix, self.fx.wide))
+
+    def mul_re(self, ar, ai, br, bi):
+        return self.sround(self.wide(ar) * self.wide(br) - self.wide(ai) * self.wide(bi))
+
+    def mul_im(self, ar, ai, br, bi):
+        return self.sround(self.wide(ar) * self.wide(bi) + self.wide(ai) * self.wide(br))
+
+    def half_sum(self, a, b, sign: int = 1):
+        """HALF_OF(a + b) (or a - b): int16 operands sum in int and the halved sum is stored (wrapped) as int16;
+        int32 operands wrap in the sum, which is then halved."""
+        total = self.wide(a) + self.wide(b) if sign > 0 else self.wide(a) - self.wide(b)
+        if self.fx.scalar == "int16":
+            return self.wrap(total >> tirx.const(1, self.fx.wide))
+        return self.wrap(total) >> tirx.const(1, self.fx.scalar)
 
 
-def rfft(batches: int, in_len: int, fft_length: int):
-    """x [batches * in_len] int16 (zero-padded to fft_length), permutation/twiddle tables from rfft_tables, out
-    [batches * (fft_length + 2)] int16: the fft_length / 2 + 1 complex bins (re, im) of each batch."""
+def rfft(batches: int, in_len: int, fft_length: int, dtype: str = "int16"):
+    """x [batches * in_len] (zero-padded to fft_length), permutation/twiddle tables from rfft_tables, out
+    [batches * (fft_length + 2)]: the fft_length / 2 + 1 complex bins (re, im) of each batch; ``dtype`` int16
+    or int32 (KISS FFT's FIXED_POINT 16 or 32)."""
     from tvm.script import tirx as T
 
+    f = _FixedOps(FIXED[dtype])
     n = fft_length // 2
     facs = _kiss_factors(n)
     has2 = facs[-1][0] == 2
     fours = len(facs) - int(has2)
     m0 = 2 if has2 else 1
     olen = fft_length + 2
-
-    def cmul_re(ar, ai, br, bi):
-        return _sround(_i32(ar) * _i32(br) - _i32(ai) * _i32(bi))
-
-    def cmul_im(ar, ai, br, bi):
-        return _sround(_i32(ar) * _i32(bi) + _i32(ai) * _i32(br))
+    zero = tirx.const(0, dtype)
 
     @T.prim_func
     def signal_rfft(
-        x: T.Buffer((batches * in_len,), "int16"), perm: T.Buffer((n,), "int16"), tw: T.Buffer((2 * n,), "int16"),
-        sup: T.Buffer((n,), "int16"), out: T.Buffer((batches * olen,), "int16"),
+        x: T.Buffer((batches * in_len,), dtype), perm: T.Buffer((n,), "int16"), tw: T.Buffer((2 * n,), dtype),
+        sup: T.Buffer((n,), dtype), out: T.Buffer((batches * olen,), dtype),
     ):
-        a = T.decl_buffer((8,), "int16")  # a butterfly's four inputs after C_FIXDIV (re, im)
-        s = T.decl_buffer((12,), "int16")  # its scratch[0..5] (re, im)
+        a = T.decl_buffer((8,), dtype)  # a butterfly's four inputs after C_FIXDIV (re, im)
+        s = T.decl_buffer((12,), dtype)  # its scratch[0..5] (re, im)
         ix = T.decl_buffer((3,), "int32")  # a radix-4 stage's m, first index and twiddle step
         for b in range(batches):
             # kf_work's leaf copies: the complex input f[k] = (x[2k], x[2k + 1]), zero past the frame
             for i in range(n):
-                out[b * olen + 2 * i] = T.if_then_else(2 * T.Cast("int32", perm[i]) < in_len, x[b * in_len + T.min(2 * T.Cast("int32", perm[i]), in_len - 1)], T.int16(0))
-                out[b * olen + 2 * i + 1] = T.if_then_else(2 * T.Cast("int32", perm[i]) + 1 < in_len, x[b * in_len + T.min(2 * T.Cast("int32", perm[i]) + 1, in_len - 1)], T.int16(0))
+                out[b * olen + 2 * i] = T.if_then_else(2 * T.Cast("int32", perm[i]) < in_len, x[b * in_len + T.min(2 * T.Cast("int32", perm[i]), in_len - 1)], zero)
+                out[b * olen + 2 * i + 1] = T.if_then_else(2 * T.Cast("int32", perm[i]) + 1 < in_len, x[b * in_len + T.min(2 * T.Cast("int32", perm[i]) + 1, in_len - 1)], zero)
             if has2:  # the innermost radix-2 stage (m = 1, fstride = n / 2): twiddle 1
                 for k in range(n // 2):
-                    a[0] = _fixdiv(out[b * olen + 4 * k], 2)
-                    a[1] = _fixdiv(out[b * olen + 4 * k + 1], 2)
-                    a[2] = _fixdiv(out[b * olen + 4 * k + 2], 2)
-                    a[3] = _fixdiv(out[b * olen + 4 * k + 3], 2)
-                    s[0] = cmul_re(a[2], a[3], tw[0], tw[1])
-                    s[1] = cmul_im(a[2], a[3], tw[0], tw[1])
-                    out[b * olen + 4 * k + 2] = _wrap16(T.Cast("int32", a[0]) - T.Cast("int32", s[0]))
-                    out[b * olen + 4 * k + 3] = _wrap16(T.Cast("int32", a[1]) - T.Cast("int32", s[1]))
-                    out[b * olen + 4 * k] = _wrap16(T.Cast("int32", a[0]) + T.Cast("int32", s[0]))
-                    out[b * olen + 4 * k + 1] = _wrap16(T.Cast("int32", a[1]) + T.Cast("int32", s[1]))
+                    a[0] = f.fixdiv(out[b * olen + 4 * k], 2)
+                    a[1] = f.fixdiv(out[b * olen + 4 * k + 1], 2)
+                    a[2] = f.fixdiv(out[b * olen + 4 * k + 2], 2)
+                    a[3] = f.fixdiv(out[b * olen + 4 * k + 3], 2)
+                    s[0] = f.mul_re(a[2], a[3], tw[0], tw[1])
+                    s[1] = f.mul_im(a[2], a[3], tw[0], tw[1])
+                    out[b * olen + 4 * k + 2] = f.sub(a[0], s[0])
+                    out[b * olen + 4 * k + 3] = f.sub(a[1], s[1])
+                    out[b * olen + 4 * k] = f.add(a[0], s[0])
+                    out[b * olen + 4 * k + 1] = f.add(a[1], s[1])
             for j in range(fours):  # radix-4 stages, innermost first: m = m0 * 4^j, fstride = n / (4 m)
                 for q in range(n // 4):
                     ix[0] = m0 * (1 << (2 * j))
                     ix[1] = (q // ix[0]) * 4 * ix[0] + q % ix[0]
                     ix[2] = (q % ix[0]) * (n // (4 * ix[0]))
                     for r in range(4):
-                        a[2 * r] = _fixdiv(out[b * olen + 2 * (ix[1] + r * ix[0])], 4)
-                        a[2 * r + 1] = _fixdiv(out[b * olen + 2 * (ix[1] + r * ix[0]) + 1], 4)
-                    s[0] = cmul_re(a[2], a[3], tw[2 * ix[2]], tw[2 * ix[2] + 1])
-                    s[1] = cmul_im(a[2], a[3], tw[2 * ix[2]], tw[2 * ix[2] + 1])
-                    s[2] = cmul_re(a[4], a[5], tw[4 * ix[2]], tw[4 * ix[2] + 1])
-                    s[3] = cmul_im(a[4], a[5], tw[4 * ix[2]], tw[4 * ix[2] + 1])
-                    s[4] = cmul_re(a[6], a[7], tw[6 * ix[2]], tw[6 * ix[2] + 1])
-                    s[5] = cmul_im(a[6], a[7], tw[6 * ix[2]], tw[6 * ix[2] + 1])
-                    s[10] = _wrap16(T.Cast("int32", a[0]) - T.Cast("int32", s[2]))  # scratch[5]
-                    s[11] = _wrap16(T.Cast("int32", a[1]) - T.Cast("int32", s[3]))
-                    a[0] = _wrap16(T.Cast("int32", a[0]) + T.Cast("int32", s[2]))  # *Fout += scratch[1]
-                    a[1] = _wrap16(T.Cast("int32", a[1]) + T.Cast("int32", s[3]))
-                    s[6] = _wrap16(T.Cast("int32", s[0]) + T.Cast("int32", s[4]))  # scratch[3]
-                    s[7] = _wrap16(T.Cast("int32", s[1]) + T.Cast("int32", s[5]))
-                    s[8] = _wrap16(T.Cast("int32", s[0]) - T.Cast("int32", s[4]))  # scratch[4]
-                    s[9] = _wrap16(T.Cast("int32", s[1]) - T.Cast("int32", s[5]))
-                    out[b * olen + 2 * (ix[1] + 2 * ix[0])] = _wrap16(T.Cast("int32", a[0]) - T.Cast("int32", s[6]))
-                    out[b * olen + 2 * (ix[1] + 2 * ix[0]) + 1] = _wrap16(T.Cast("int32", a[1]) - T.Cast("int32", s[7]))
-                    out[b * olen + 2 * ix[1]] = _wrap16(T.Cast("int32", a[0]) + T.Cast("int32", s[6]))
-                    out[b * olen + 2 * ix[1] + 1] = _wrap16(T.Cast("int32", a[1]) + T.Cast("int32", s[7]))
-                    out[b * olen + 2 * (ix[1] + ix[0])] = _wrap16(T.Cast("int32", s[10]) + T.Cast("int32", s[9]))
-                    out[b * olen + 2 * (ix[1] + ix[0]) + 1] = _wrap16(T.Cast("int32", s[11]) - T.Cast("int32", s[8]))
-                    out[b * olen + 2 * (ix[1] + 3 * ix[0])] = _wrap16(T.Cast("int32", s[10]) - T.Cast("int32", s[9]))
-                    out[b * olen + 2 * (ix[1] + 3 * ix[0]) + 1] = _wrap16(T.Cast("int32", s[11]) + T.Cast("int32", s[8]))
+                        a[2 * r] = f.fixdiv(out[b * olen + 2 * (ix[1] + r * ix[0])], 4)
+                        a[2 * r + 1] = f.fixdiv(out[b * olen + 2 * (ix[1] + r * ix[0]) + 1], 4)
+                    s[0] = f.mul_re(a[2], a[3], tw[2 * ix[2]], tw[2 * ix[2] + 1])  # scratch[0..2]: the twiddled inputs
+                    s[1] = f.mul_im(a[2], a[3], tw[2 * ix[2]], tw[2 * ix[2] + 1])
+                    s[2] = f.mul_re(a[4], a[5], tw[4 * ix[2]], tw[4 * ix[2] + 1])
+                    s[3] = f.mul_im(a[4], a[5], tw[4 * ix[2]], tw[4 * ix[2] + 1])
+                    s[4] = f.mul_re(a[6], a[7], tw[6 * ix[2]], tw[6 * ix[2] + 1])
+                    s[5] = f.mul_im(a[6], a[7], tw[6 * ix[2]], tw[6 * ix[2] + 1])
+                    s[10] = f.sub(a[0], s[2])  # scratch[5]
+                    s[11] = f.sub(a[1], s[3])
+                    a[0] = f.add(a[0], s[2])  # *Fout += scratch[1]
+                    a[1] = f.add(a[1], s[3])
+                    s[6] = f.add(s[0], s[4])  # scratch[3]
+                    s[7] = f.add(s[1], s[5])
+                    s[8] = f.sub(s[0], s[4])  # scratch[4]
+                    s[9] = f.sub(s[1], s[5])
+                    out[b * olen + 2 * (ix[1] + 2 * ix[0])] = f.sub(a[0], s[6])
+                    out[b * olen + 2 * (ix[1] + 2 * ix[0]) + 1] = f.sub(a[1], s[7])
+                    out[b * olen + 2 * ix[1]] = f.add(a[0], s[6])
+                    out[b * olen + 2 * ix[1] + 1] = f.add(a[1], s[7])
+                    out[b * olen + 2 * (ix[1] + ix[0])] = f.add(s[10], s[9])
+                    out[b * olen + 2 * (ix[1] + ix[0]) + 1] = f.sub(s[11], s[8])
+                    out[b * olen + 2 * (ix[1] + 3 * ix[0])] = f.sub(s[10], s[9])
+                    out[b * olen + 2 * (ix[1] + 3 * ix[0]) + 1] = f.add(s[11], s[8])
             # kiss_fftr's split of the half-length complex FFT into the real spectrum, in place: bin k and bin
             # n - k are read (a[0..3]) before either is written
-            a[0] = _fixdiv(out[b * olen], 2)
-            a[1] = _fixdiv(out[b * olen + 1], 2)
-            out[b * olen] = _wrap16(T.Cast("int32", a[0]) + T.Cast("int32", a[1]))
-            out[b * olen + 1] = T.int16(0)
-            out[b * olen + 2 * n] = _wrap16(T.Cast("int32", a[0]) - T.Cast("int32", a[1]))
-            out[b * olen + 2 * n + 1] = T.int16(0)
+            a[0] = f.fixdiv(out[b * olen], 2)
+            a[1] = f.fixdiv(out[b * olen + 1], 2)
+            out[b * olen] = f.add(a[0], a[1])
+            out[b * olen + 1] = zero
+            out[b * olen + 2 * n] = f.sub(a[0], a[1])
+            out[b * olen + 2 * n + 1] = zero
             for k in range(1, n // 2 + 1):
-                a[0] = _fixdiv(out[b * olen + 2 * k], 2)  # fpk
-                a[1] = _fixdiv(out[b * olen + 2 * k + 1], 2)
-                a[2] = _fixdiv(out[b * olen + 2 * (n - k)], 2)  # fpnk = conj(tmp[n - k])
-                a[3] = _fixdiv(_wrap16(-T.Cast("int32", out[b * olen + 2 * (n - k) + 1])), 2)
-                s[0] = _wrap16(T.Cast("int32", a[0]) + T.Cast("int32", a[2]))  # f1k
-                s[1] = _wrap16(T.Cast("int32", a[1]) + T.Cast("int32", a[3]))
-                s[2] = _wrap16(T.Cast("int32", a[0]) - T.Cast("int32", a[2]))  # f2k
-                s[3] = _wrap16(T.Cast("int32", a[1]) - T.Cast("int32", a[3]))
-                s[4] = cmul_re(s[2], s[3], sup[2 * (k - 1)], sup[2 * (k - 1) + 1])  # tw
-                s[5] = cmul_im(s[2], s[3], sup[2 * (k - 1)], sup[2 * (k - 1) + 1])
-                out[b * olen + 2 * k] = _wrap16((T.Cast("int32", s[0]) + T.Cast("int32", s[4])) >> 1)
-                out[b * olen + 2 * k + 1] = _wrap16((T.Cast("int32", s[1]) + T.Cast("int32", s[5])) >> 1)
-                out[b * olen + 2 * (n - k)] = _wrap16((T.Cast("int32", s[0]) - T.Cast("int32", s[4])) >> 1)
-                out[b * olen + 2 * (n - k) + 1] = _wrap16((T.Cast("int32", s[5]) - T.Cast("int32", s[1])) >> 1)
+                a[0] = f.fixdiv(out[b * olen + 2 * k], 2)  # fpk
+                a[1] = f.fixdiv(out[b * olen + 2 * k + 1], 2)
+                a[2] = f.fixdiv(out[b * olen + 2 * (n - k)], 2)  # fpnk = conj(tmp[n - k])
+                a[3] = f.fixdiv(f.neg(out[b * olen + 2 * (n - k) + 1]), 2)
+                s[0] = f.add(a[0], a[2])  # f1k
+                s[1] = f.add(a[1], a[3])
+                s[2] = f.sub(a[0], a[2])  # f2k
+                s[3] = f.sub(a[1], a[3])
+                s[4] = f.mul_re(s[2], s[3], sup[2 * (k - 1)], sup[2 * (k - 1) + 1])  # tw
+                s[5] = f.mul_im(s[2], s[3], sup[2 * (k - 1)], sup[2 * (k - 1) + 1])
+                out[b * olen + 2 * k] = f.half_sum(s[0], s[4])
+                out[b * olen + 2 * k + 1] = f.half_sum(s[1], s[5])
+                out[b * olen + 2 * (n - k)] = f.half_sum(s[0], s[4], -1)
+                out[b * olen + 2 * (n - k) + 1] = f.half_sum(s[5], s[1], -1)
 
     return signal_rfft
 

@@ -116,14 +116,18 @@ def fft_auto_scale(ctx: OpContext):
     return relax.Tuple([scaled, ctx.reshape(shift, ())])
 
 
-@lowering("CUSTOM(SignalRfft)", types=("int16",))
+_RFFT_TYPES = {7: "int16", 2: "int32"}  # the option T (a TensorType) of the fixed-point RFFTs
+
+
+@lowering("CUSTOM(SignalRfft)", types=tuple(_RFFT_TYPES.values()))
 def rfft(ctx: OpContext):
     _counts(ctx, 1, 1)
     x, y = ctx.inputs[0], ctx.outputs[0]
     opts = _options(ctx)
-    if opts.get("T") != 7:  # TensorType INT16
-        ctx.refuse(f"its type option T is {opts.get('T')!r}: edgemem has the int16 RFFT only (not the int32 or float32 one).")
-    _require(ctx, (x, y), ("int16", "int16"), "input and output types")
+    dtype = _RFFT_TYPES.get(opts.get("T")) if isinstance(opts.get("T"), int) else None
+    if dtype is None:
+        ctx.refuse(f"its type option T is {opts.get('T')!r}: edgemem has the int16 and int32 RFFT (T 7 and 2), not the float one.")
+    _require(ctx, (x, y), (dtype, dtype), "input and output types")
     length = _int(ctx, opts, "fft_length", 4, 1 << 14)
     if not k.rfft_supported(length):
         ctx.refuse(f"its fft_length is {length}; edgemem's fixed-point RFFT takes a power of two (KISS FFT's radix-4 and radix-2 stages).")
@@ -132,9 +136,9 @@ def rfft(ctx: OpContext):
         ctx.refuse(f"its input {list(xs)} and output {list(ys)} do not fit fft_length {length} (frames of at most "
                    f"{length} samples in, {length // 2 + 1} complex bins out per frame).")  # fmt: skip
     batches = _size(ctx, x) // xs[-1]
-    perm, tw, sup = k.rfft_tables(length)
+    perm, tw, sup = k.rfft_tables(length, dtype)
     macs = batches * (length // 2) * max(int(np.log2(length // 2)), 1) * 2
-    return _emit(ctx, "SIGNAL_RFFT", k.rfft(batches, xs[-1], length), [_flat(ctx, x), perm, tw, sup], y, macs=macs)
+    return _emit(ctx, "SIGNAL_RFFT", k.rfft(batches, xs[-1], length, dtype), [_flat(ctx, x), perm, tw, sup], y, macs=macs)
 
 
 @lowering("CUSTOM(SignalEnergy)", types=("int16",))
