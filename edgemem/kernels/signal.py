@@ -246,7 +246,8 @@ def rfft(batches: int, in_len: int, fft_length: int, dtype: str = "int16"):
     facs = _kiss_factors(n)
     has2 = facs[-1][0] == 2
     fours = len(facs) - int(has2)
-    m0 = 2 if has2 else 1
+    m0_bits = 1 if has2 else 0  # log2 of the innermost radix-4 stage's m
+    n_bits = n.bit_length() - 1
     olen = fft_length + 2
     zero = tirx.const(0, dtype)
 
@@ -275,11 +276,11 @@ def rfft(batches: int, in_len: int, fft_length: int, dtype: str = "int16"):
                     out[b * olen + 4 * k + 3] = f.sub(a[1], s[1])
                     out[b * olen + 4 * k] = f.add(a[0], s[0])
                     out[b * olen + 4 * k + 1] = f.add(a[1], s[1])
-            for j in range(fours):  # radix-4 stages, innermost first: m = m0 * 4^j, fstride = n / (4 m)
+            for j in range(fours):  # radix-4 stages, innermost first: m = 2^m0_bits * 4^j, fstride = n / (4 m)
                 for q in range(n // 4):
-                    ix[0] = m0 * (1 << (2 * j))
-                    ix[1] = (q // ix[0]) * 4 * ix[0] + q % ix[0]
-                    ix[2] = (q % ix[0]) * (n // (4 * ix[0]))
+                    ix[0] = 1 << (2 * j + m0_bits)  # m, a power of two: shifts and masks, no division
+                    ix[1] = ((q >> (2 * j + m0_bits)) << (2 * j + m0_bits + 2)) + (q & (ix[0] - 1))
+                    ix[2] = (q & (ix[0] - 1)) << (n_bits - 2 - 2 * j - m0_bits)
                     for r in range(4):
                         a[2 * r] = f.fixdiv(out[b * olen + 2 * (ix[1] + r * ix[0])], 4)
                         a[2 * r + 1] = f.fixdiv(out[b * olen + 2 * (ix[1] + r * ix[0]) + 1], 4)
