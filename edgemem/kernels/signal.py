@@ -1,14 +1,14 @@
-"""TFLite Micro's Signal library operators (the micro_speech audio front-end as a graph), with TFLM's ib
+"""TFLite Micro's Signal library operators (the micro_speech audio front-end as a graph), with TFLM's integer
 arithmetic (signal/src/*.cc) so that every output is bit-exact with it.
 
 Each builder returns a TIR PrimFunc written with loops (TVMScript); the arrays are flat (the lowerings in
 frontend/ops/signal.py view the TFLite tensors so). Where TFLM's C relies on unsigned wrap-around (uint32 and
 uint64 products and shifts) the kernels compute in the same unsigned types; where it relies on the int16 store
-of an int sum (the fixed-point FFT) they compute in int32 and cast to int16, which gcc defines as wrapping.
+of an int sum (the fixed-point FFT) they compute in the wider type and cast back, which gcc defines as wrapping.
 Signed products that may reach 2^31 in TFLM (the energy of a full-scale bin) are computed unsigned here: the
 same bits, without C's undefined behaviour.
 
-RFFT is KISS FFT's fixed-point real FFT (kiss_fftr with FIXED_POINT 16, the version TFLM builds): a complex
+RFFT is KISS FFT's fixed-point real FFT (kiss_fftr with FIXED_POINT 16 or 32, the version TFLM builds): a complex
 FFT of half the length on the even/odd samples as real/imaginary parts, radix-4 decimation in time (a radix-2
 stage innermost when the length is 2 * 4^k), each butterfly input divided by the radix first (C_FIXDIV), then
 the split into the real spectrum. The recursion of kf_work is run here as its stages, innermost first, after
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from tvm import tirx
 
-# signal/src/log.cc: log2(1 + k/128) - k/128 in 1/65536 (the table's ib values; 130 entries)
+# signal/src/log.cc: log2(1 + k/128) - k/128 in 1/65536 (the table's integer values; 130 entries)
 LOG_LUT = (
     0, 224, 442, 654, 861, 1063, 1259, 1450, 1636, 1817, 1992, 2163, 2329, 2490, 2646, 2797, 2944, 3087, 3224,
     3358, 3487, 3611, 3732, 3848, 3960, 4068, 4172, 4272, 4368, 4460, 4549, 4633, 4714, 4791, 4864, 4934, 5001,
@@ -52,7 +52,7 @@ def _bit_length(v, bits: int):
 
 
 def _msb32(v):
-    """TFLM's MostSignificantBit32 as gcc builds it: 32 - clz(x), and 32 for 0 (__builtin_clz's case)."""
+    """TFLM's MostSignificantBit32 as gcc builds it: 32 - clz(x), and 32 for 0 (its branch for gcc)."""
     v = tirx.Cast("uint32", v)
     return tirx.Select(v == tirx.const(0, "uint32"), tirx.const(32, "int32"), _bit_length(v, 32))
 
