@@ -71,6 +71,7 @@ _NP_TO_TT = {
     np.dtype(np.int64): TT.INT64,
     np.dtype(np.uint32): TT.UINT32,
     np.dtype(np.uint64): TT.UINT64,
+    np.dtype(np.bool_): TT.BOOL,
 }
 
 

@@ -8,7 +8,7 @@
 - Each operator alone, in a model made here with one custom operator (TFLM runs it as it runs the published one),
   on inputs chosen to reach its branches (saturation, every FFT stage radix, Sqrt32's and Sqrt64's paths, the
   PCAN table's ends, the log of 0 and 1): bit-exact.
-- What edgemem does not compute is refused with the operator named (the float RFFT) or with the option named.
+- What edgemem does not compute is refused with the operator named (Framer) or with the option named.
 """
 
 from __future__ import annotations
@@ -217,12 +217,13 @@ def test_fft_auto_scale_shift_and_scaled_frame(tmp_path):
 
 
 @pytest.mark.parametrize("fft_length,frame", [(512, 480), (256, 256), (128, 100), (32, 7), (8, 8)])
-@pytest.mark.parametrize("dtype", ["int16", "int32"])
+@pytest.mark.parametrize("dtype", ["int16", "int32", "float32"])
 def test_rfft_every_stage_radix(dtype, fft_length, frame, tmp_path):
-    """The int16 and int32 RFFT (KISS FFT fixed point 16 and 32): half lengths 256 and 64 (radix-4 stages only),
-    128, 16 and 4 (a radix-2 stage innermost), frames shorter than the FFT (zero padding), two frames per call;
-    int32 frames are the int16 ones times 2^16 plus full-range noise in the low bits."""
-    code = {"int16": 7, "int32": 2}[dtype]
+    """The int16, int32 (KISS FFT fixed point 16 and 32, bit-exact) and float32 RFFT (within the float
+    tolerance): half lengths 256 and 64 (radix-4 stages only), 128, 16 and 4 (a radix-2 stage innermost), frames
+    shorter than the FFT (zero padding), two frames per call; int32 frames are the int16 ones times 2^16 plus
+    full-range noise in the low bits, float32 ones the int16 ones / 32768."""
+    code = {"int16": 7, "int32": 2, "float32": 0}[dtype]
     model = _custom_model("SignalRfft", {"T": code, "fft_length": fft_length}, [("x", (2, frame), dtype)],
                           [("y", (2, fft_length + 2), dtype)])  # fmt: skip
     path = _write(tmp_path, model)
@@ -230,6 +231,8 @@ def test_rfft_every_stage_radix(dtype, fft_length, frame, tmp_path):
     if dtype == "int32":
         low = np.random.default_rng(fft_length).integers(0, 1 << 16, (6, frame))
         frames = [(f.astype(np.int64) * 65536 + lo).astype(np.int32) for f, lo in zip(frames, low)]
+    elif dtype == "float32":
+        frames = [(f / 32768.0).astype(np.float32) for f in frames]
     _check_fresh(path, tmp_path, [[np.concatenate([frames[k], frames[k + 3]])] for k in range(3)])
 
 
@@ -327,19 +330,19 @@ def test_filter_bank_log(bits, scale, tmp_path):
 # -- refused -------------------------------------------------------------------------------------------------------
 
 
-def test_float_rfft_is_refused_naming_only_it(tmp_path):
-    """A model of a Window and a float RFFT side by side: the refusal (exit 4) names the float RFFT, the one
-    operator edgemem has no kernel for, and not the Window beside it."""
+def test_framer_is_refused_naming_only_it(tmp_path):
+    """A model of a Window and a Framer (a Signal operator not in the front-end) side by side: the refusal
+    (exit 4) names the Framer, the one operator edgemem has no kernel for, and not the Window beside it."""
     from flatbuffers import flexbuffers
 
     b = ModelBuilder()
-    x, z = b.tensor("x", (16,), np.int16), b.tensor("z", (64,), np.float32)
+    x, z = b.tensor("x", (16,), np.int16), b.tensor("z", (1, 64), np.int16)
     w = b.const("w", np.ones(16, np.int16))
-    y, f = b.tensor("y", (16,), np.int16), b.tensor("f", (66,), np.float32)
+    y, f, ok = b.tensor("y", (16,), np.int16), b.tensor("f", (1, 2, 32), np.int16), b.tensor("ok", (), np.bool_)
     b.op(CUSTOM, [x, w], [y], custom_code="SignalWindow", custom_options=flexbuffers.Dumps({"shift": 1}))
-    b.op(CUSTOM, [z], [f], custom_code="SignalRfft", custom_options=flexbuffers.Dumps({"T": 0, "fft_length": 64}))
+    b.op(CUSTOM, [z], [f, ok], custom_code="SignalFramer", custom_options=flexbuffers.Dumps({"frame_size": 32, "frame_step": 32, "prefill": False}))
     path = _write(tmp_path, b.serialize([x, z], [y, f]))
-    with pytest.raises(UnsupportedModelError, match=r"no kernel for 1 operator\(s\).*Missing: CUSTOM\(SignalRfft\) \(float32\)\.") as info:
+    with pytest.raises(UnsupportedModelError, match=r"no kernel for 1 operator\(s\).*Missing: CUSTOM\(SignalFramer\) \(int16\)\.") as info:
         pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False))
     assert "SignalWindow" not in str(info.value)
 

@@ -8,7 +8,7 @@ of an int sum (the fixed-point FFT) they compute in the wider type and cast back
 Signed products that may reach 2^31 in TFLM (the energy of a full-scale bin) are computed unsigned here: the
 same bits, without C's undefined behaviour.
 
-RFFT is KISS FFT's fixed-point real FFT (kiss_fftr with FIXED_POINT 16 or 32, the version TFLM builds): a complex
+RFFT is KISS FFT's real FFT (kiss_fftr with FIXED_POINT 16 or 32, or float; the version TFLM builds): a complex
 FFT of half the length on the even/odd samples as real/imaginary parts, radix-4 decimation in time (a radix-2
 stage innermost when the length is 2 * 4^k), each butterfly input divided by the radix first (C_FIXDIV), then
 the split into the real spectrum. The recursion of kf_work is run here as its stages, innermost first, after
@@ -181,10 +181,15 @@ def _cexp(phase: float, samp_max: int) -> tuple[int, int]:
 
 def rfft_tables(fft_length: int, dtype: str = "int16") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(permutation [n] int16, twiddles [2n], super twiddles [n] (n/2 complex), both ``dtype``), n = fft_length
-    / 2, as kiss_fft_alloc and kiss_fftr_alloc compute them (forward transform)."""
-    n, top = fft_length // 2, FIXED[dtype].samp_max
-    tw = [v for i in range(n) for v in _cexp(-2 * math.pi * i / n, top)]
-    sup = [v for i in range(n // 2) for v in _cexp(-math.pi * ((i + 1) / n + 0.5), top)]
+    / 2, as kiss_fft_alloc and kiss_fftr_alloc compute them (forward transform; float32: cos and sin in double,
+    rounded to float)."""
+    n = fft_length // 2
+    if dtype == "float32":
+        cexp = lambda phase: (math.cos(phase), math.sin(phase))  # noqa: E731
+    else:
+        cexp = lambda phase: _cexp(phase, FIXED[dtype].samp_max)  # noqa: E731
+    tw = [v for i in range(n) for v in cexp(-2 * math.pi * i / n)]
+    sup = [v for i in range(n // 2) for v in cexp(-math.pi * ((i + 1) / n + 0.5))]
     return np.array(_kiss_permutation(n), np.int16), np.array(tw, dtype), np.array(sup, dtype)
 
 
@@ -235,13 +240,41 @@ class _FixedOps:
         return self.wrap(total) >> tirx.const(1, self.fx.scalar)
 
 
+class _FloatOps:
+    """The same macros without FIXED_POINT: float arithmetic, C_FIXDIV does nothing, HALF_OF is * 0.5f."""
+
+    def add(self, a, b):
+        return a + b
+
+    def sub(self, a, b):
+        return a - b
+
+    def neg(self, a):
+        return -a
+
+    def fixdiv(self, v, radix: int):
+        return v
+
+    def mul_re(self, ar, ai, br, bi):
+        return ar * br - ai * bi
+
+    def mul_im(self, ar, ai, br, bi):
+        return ar * bi + ai * br
+
+    def half_sum(self, a, b, sign: int = 1):
+        return ((a + b) if sign > 0 else (a - b)) * tirx.const(0.5, "float32")
+
+
+RFFT_TYPES = ("int16", "int32", "float32")
+
+
 def rfft(batches: int, in_len: int, fft_length: int, dtype: str = "int16"):
     """x [batches * in_len] (zero-padded to fft_length), permutation/twiddle tables from rfft_tables, out
     [batches * (fft_length + 2)]: the fft_length / 2 + 1 complex bins (re, im) of each batch; ``dtype`` int16
-    or int32 (KISS FFT's FIXED_POINT 16 or 32)."""
+    or int32 (KISS FFT's FIXED_POINT 16 or 32) or float32."""
     from tvm.script import tirx as T
 
-    f = _FixedOps(FIXED[dtype])
+    f = _FloatOps() if dtype == "float32" else _FixedOps(FIXED[dtype])
     n = fft_length // 2
     facs = _kiss_factors(n)
     has2 = facs[-1][0] == 2

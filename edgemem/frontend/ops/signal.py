@@ -116,7 +116,7 @@ def fft_auto_scale(ctx: OpContext):
     return relax.Tuple([scaled, ctx.reshape(shift, ())])
 
 
-_RFFT_TYPES = {7: "int16", 2: "int32"}  # the option T (a TensorType) of the fixed-point RFFTs
+_RFFT_TYPES = {7: "int16", 2: "int32", 0: "float32"}  # the option T (a TensorType): the RFFT's type
 
 
 @lowering("CUSTOM(SignalRfft)", types=tuple(_RFFT_TYPES.values()))
@@ -126,7 +126,7 @@ def rfft(ctx: OpContext):
     opts = _options(ctx)
     dtype = _RFFT_TYPES.get(opts.get("T")) if isinstance(opts.get("T"), int) else None
     if dtype is None:
-        ctx.refuse(f"its type option T is {opts.get('T')!r}: edgemem has the int16 and int32 RFFT (T 7 and 2), not the float one.")
+        ctx.refuse(f"its type option T is {opts.get('T')!r}: TFLite Micro's RFFT is int16, int32 or float32 (T 7, 2 or 0).")
     _require(ctx, (x, y), (dtype, dtype), "input and output types")
     length = _int(ctx, opts, "fft_length", 4, 1 << 14)
     if not k.rfft_supported(length):
