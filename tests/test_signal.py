@@ -359,6 +359,17 @@ def test_bad_window_options_are_refused(options, message, tmp_path):
         pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False))
 
 
+@pytest.mark.parametrize("raw", [b"\x07\x01\xff", bytes(range(40)), b"\x00"])
+def test_corrupt_custom_options_are_refused(raw, tmp_path):
+    """Custom options that are no flexbuffer map (truncated, garbage, a lone byte): one message, no traceback."""
+    b = ModelBuilder()
+    x, y = b.tensor("x", (16,), np.int16), b.tensor("y", (16,), np.int16)
+    b.op(CUSTOM, [x, b.const("w", np.ones(16, np.int16))], [y], custom_code="SignalWindow", custom_options=raw)
+    path = _write(tmp_path, b.serialize([x], [y]))
+    with pytest.raises(UnsupportedModelError, match="custom options|option 'shift'"):
+        pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False))
+
+
 def test_filter_bank_tables_outside_the_input_are_refused(tmp_path):
     """A channel reaching past the input bins would make TFLM (and a kernel taking the tables as they are) read
     out of bounds: refused at build time."""

@@ -33,9 +33,9 @@ def _options(ctx: OpContext) -> dict:
     try:
         opts = flexbuffers.Loads(raw)
     except Exception as exc:  # the flexbuffer reader raises anything on corrupt bytes
-        ctx.refuse(f"its custom options could not be read as a flexbuffer map ({type(exc).__name__}); the model is corrupted.")
+        ctx.refuse(f"its custom options could not be read as a flexbuffer map ({type(exc).__name__}); the model is corrupted. Re-export it.")
     if not isinstance(opts, dict):
-        ctx.refuse("its custom options are not a flexbuffer map.")
+        ctx.refuse("its custom options are not a flexbuffer map; the model is corrupted. Re-export it.")
     return opts
 
 
