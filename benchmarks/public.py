@@ -223,7 +223,9 @@ def measure(path: Path, timeout: float) -> dict:
     import shutil  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    r = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size}
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    r = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size,
+         "edgemem_commit": head.stdout.strip() or "?"}
     try:
         r.update(operators(path))
     except Exception as e:  # noqa: BLE001 (a model the flatbuffer bindings cannot read is a result too)
@@ -299,7 +301,9 @@ def table(results: dict, timeout: float) -> str:
         "",
         f"{len(results)} of {len(src)} listed models measured, from {len(pubs)} publishers: TFLite Micro runs "
         f"{sum(1 for _, r in rows if r.get('tflm', {}).get('runs'))}; edgemem builds and runs {len(built)}, of which "
-        f"{len(exact)} match the oracle.",
+        f"{len(exact)} match the oracle. edgemem commit(s) measured: "
+        + ", ".join(f"{c} ({n} models)" for c, n in collections.Counter(
+            r.get("edgemem_commit", "?") for _, r in rows).most_common()) + ".",
         "",
         "Each model: `edgemem analyze` on each shipped board, smallest RAM first, until one says it fits (else "
         f"{FALLBACK[0]} with `--flash {FALLBACK[1]}`, as a user would try); then `edgemem build --board B MODEL "
