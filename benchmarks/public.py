@@ -324,7 +324,7 @@ def table(results: dict, timeout: float) -> str:
         tf += f" ({_short(t['reference_error'], 90)})" if t.get("reference_error") else ""
         tarena = f"{_num(t.get('head'))} / {_num(t.get('total'))}" if t.get("head") else "-"
         board = tg.get("board", "?") + (f" --flash {tg['flash']}" if tg.get("flash") else "")
-        refused = [f"{a['board']} (analyze: {a.get('analyze')})" for a in r.get("attempts", [])[:-1]]
+        refused = [f"{a['board']} (analyze: {a.get('analyze') or '?'})" for a in r.get("attempts", [])[:-1]]
         board += f"; build exit 5 first on {', '.join(refused)}" if refused else ""
         builds = "yes" if b.get("rc") in (0, 8) else ("timeout" if b.get("rc") is None and b else "no")
         why = _short(b.get("error", "")) if b.get("rc") != 0 else ""
@@ -341,10 +341,17 @@ def table(results: dict, timeout: float) -> str:
         lines += ["", "## Builds whose outputs differ from the oracle (reproduce)", ""]
         for f, r in wrong:
             b, v = r["build"], r["build"].get("validate") or {}
-            lines.append(f"- {f}: `{b['command']}` (exit {b['rc']}, max diff {b.get('max_abs_diff')})")
+            command = re.sub(r"-o /tmp/\S+", f"-o out/{Path(f).stem}", b["command"])
+            lines.append(f"- {f}: `{command}` (exit {b['rc']}, max diff {b.get('max_abs_diff')}, "
+                         f"edgemem {r.get('edgemem_commit', '?')})")
             if v.get("count"):
                 lines.append(f"  then `edgemem validate out/{Path(f).stem} --count {v['count']}`: "
                              f"{v['matching_count']} of {v['count']} match, max diff {v.get('max_abs_diff')}")
+    earlier = [(f, e) for f, r in rows for e in r.get("earlier", [])]
+    if earlier:
+        lines += ["", "## Wrong answers measured with an earlier edgemem commit (fixed since)", ""]
+        lines += [f"- {f} at edgemem {e['edgemem_commit']}: `{e['command']}` exit {e['rc']}, max diff "
+                  f"{e['max_abs_diff']} ({e['note']})" for f, e in earlier]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
