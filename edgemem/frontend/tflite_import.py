@@ -102,8 +102,8 @@ def read_tflite(path: Path):
 
 
 def parse_tflite(buf: bytes, path: Path | str = "<bytes>"):
-    """Check that `buf` is a complete TFLite flatbuffer with one subgraph whose indices all resolve;
-    returns tflite.Model. `path` only names the model in messages."""
+    """Check that `buf` is a complete TFLite flatbuffer whose indices all resolve; returns tflite.Model of one
+    subgraph (control flow unrolled, frontend/control_flow.py). `path` only names the model in messages."""
     import tflite
 
     if not buf:
@@ -119,9 +119,20 @@ def parse_tflite(buf: bytes, path: Path | str = "<bytes>"):
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
-    if model.SubgraphsLength() > 1:
-        raise UnsupportedModelError(f"'{path}' has {model.SubgraphsLength()} subgraphs; edgemem compiles single-subgraph models (no control flow). Re-export without WHILE/IF.")
+    if model.SubgraphsLength() > 1:  # WHILE/IF with subgraphs: unrolled into one subgraph when static
+        return parse_tflite(_flattened(model, buf, path), path)
     return model
+
+
+def _flattened(model, buf: bytes, path) -> bytes:
+    from .control_flow import flatten_control_flow
+
+    try:
+        return flatten_control_flow(model, buf, Path(path).name)
+    except (ModelFileError, UnsupportedModelError):
+        raise
+    except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets in the other subgraphs
+        raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
 
 
 def _corrupt(path, what: str) -> ModelFileError:
