@@ -1,0 +1,105 @@
+"""Hand-made WHILE models (examples/make_example_model.py's flatbuffer writer, several subgraphs).
+
+TensorFlow 2.21's converter crashes (SIGSEGV in its calibrator, tensorflow/tensorflow#75140: the WHILE kernel frees
+an output whose body passes its input through, the calibrator then reads it) on every int8 WHILE model, so the
+int8 loops are written here the way the converter writes the float ones (tests/models/arch/gru-float32.tflite):
+main -> WHILE(counter, state, sequence) -> FULLY_CONNECTED; cond: LESS(counter, steps); body: the counter's ADD,
+a GATHER of step ``counter`` of the sequence, the cell, the sequence passed through.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import make_example_model as mm  # noqa: E402
+
+FEATURES, UNITS, CLASSES = 8, 16, 4
+
+
+def _q(scale, zp=0):
+    return mm.qparams([scale], [zp])
+
+
+def _weights(rng, rows, cols, scale):
+    return rng.integers(-127, 128, (rows, cols)).astype(np.int8), _q(scale)
+
+
+def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False) -> bytes:
+    """An int8 Elman RNN (h = tanh(W x_t + U h + b)) over ``steps`` steps as a WHILE loop, then a classifier.
+    ``runtime_steps``: the trip count is a second model input (int32), so it is not known at build time."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem test: int8 RNN as a WHILE loop")
+    x = mb.tensor("x", (1, steps, FEATURES), np.int8, _q(0.05, 3))
+    seq = mb.tensor("seq", (steps, 1, FEATURES), np.int8, _q(0.05, 3))
+    mb.op(mm.OP.RESHAPE, [x, mb.const("seq_shape", np.array([steps, 1, FEATURES], np.int32))], [seq])
+    zero = mb.const("zero", np.array(0, np.int32))
+    h0 = mb.const("h0", np.zeros((1, UNITS), np.int8), _q(1 / 128))
+    n = mb.tensor("n", (), np.int32) if runtime_steps else None
+    carried = [zero, h0, seq] + ([n] if n is not None else [])
+    outs = [mb.tensor("i_out", (), np.int32), mb.tensor("h_out", (1, UNITS), np.int8, _q(1 / 128)),
+            mb.tensor("seq_out", (steps, 1, FEATURES), np.int8, _q(0.05, 3))]  # fmt: skip
+    outs += [mb.tensor("n_out", (), np.int32)] if n is not None else []
+    mb.op(mm.OP.WHILE, carried, outs, *mm.while_options(1, 2))
+    w, wq = _weights(rng, CLASSES, UNITS, 0.01)
+    y = mb.tensor("y", (1, CLASSES), np.int8, _q(0.04, -2))
+    bias = mb.const("y_bias", rng.integers(-300, 300, CLASSES).astype(np.int32), _q(0.01 / 128))
+    mb.op(mm.OP.FULLY_CONNECTED, [outs[1], mb.const("y_w", w, wq), bias], [y], *mm.fully_connected_options())
+    _cond(mb.subgraph("rnn/while_cond"), steps, runtime_steps)
+    _body(mb.subgraph("rnn/while_body"), steps, rng, runtime_steps)
+    return mb.serialize([x] + ([n] if n is not None else []), [y])
+
+
+def _loop_inputs(sg, steps: int, runtime_steps: bool) -> list[int]:
+    ins = [sg.tensor("i", (), np.int32), sg.tensor("h", (1, UNITS), np.int8, _q(1 / 128)),
+           sg.tensor("seq", (steps, 1, FEATURES), np.int8, _q(0.05, 3))]  # fmt: skip
+    return ins + ([sg.tensor("n", (), np.int32)] if runtime_steps else [])
+
+
+def _cond(sg, steps: int, runtime_steps: bool) -> None:
+    sg.inputs = _loop_inputs(sg, steps, runtime_steps)
+    limit = sg.inputs[3] if runtime_steps else sg.const("steps", np.array(steps, np.int32))
+    more = sg.tensor("more", (), np.bool_)
+    sg.op(mm.OP.LESS, [sg.inputs[0], limit], [more])
+    sg.outputs = [more]
+
+
+def _body(sg, steps: int, rng, runtime_steps: bool) -> None:
+    sg.inputs = _loop_inputs(sg, steps, runtime_steps)
+    i, h, seq = sg.inputs[:3]
+    i1 = sg.tensor("i_next", (), np.int32)
+    sg.op(mm.OP.ADD, [i, sg.const("one", np.array(1, np.int32))], [i1], *mm.add_options())
+    xt = sg.tensor("x_t", (1, FEATURES), np.int8, _q(0.05, 3))
+    sg.op(mm.OP.GATHER, [seq, i], [xt], *_gather_options())
+    wx, wxq = _weights(rng, UNITS, FEATURES, 0.004)
+    wh, whq = _weights(rng, UNITS, UNITS, 0.003)
+    bx = sg.const("bx", rng.integers(-2000, 2000, UNITS).astype(np.int32), _q(0.05 * 0.004))
+    a = sg.tensor("wx", (1, UNITS), np.int8, _q(0.03, 1))
+    sg.op(mm.OP.FULLY_CONNECTED, [xt, sg.const("Wx", wx, wxq), bx], [a], *mm.fully_connected_options())
+    b = sg.tensor("uh", (1, UNITS), np.int8, _q(0.02, -1))
+    sg.op(mm.OP.FULLY_CONNECTED, [h, sg.const("Wh", wh, whq), -1], [b], *mm.fully_connected_options())
+    s = sg.tensor("pre", (1, UNITS), np.int8, _q(0.04, 0))
+    sg.op(mm.OP.ADD, [a, b], [s], *mm.add_options())
+    h1 = sg.tensor("h_next", (1, UNITS), np.int8, _q(1 / 128))
+    sg.op(mm.OP.TANH, [s], [h1])
+    sg.outputs = [i1, h1, seq] + sg.inputs[3:]
+
+
+def _gather_options():
+    import tflite
+
+    def fn(b):
+        tflite.GatherOptionsStart(b)
+        tflite.GatherOptionsAddAxis(b, 0)
+        return tflite.GatherOptionsEnd(b)
+
+    return mm.OPTS.GatherOptions, fn
+
+
+def write(tmp: Path, name: str, data: bytes) -> Path:
+    path = Path(tmp) / name
+    path.write_bytes(data)
+    return path
