@@ -63,9 +63,9 @@ def build_fails(model: Path, tmp_path: Path, code: int, *phrases: str, extra=(),
     return errors[0]
 
 
-def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, extra_subgraphs=0, bad_input_index=None):
+def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, bad_input_index=None):
     """x int8[1,8] -> FULLY_CONNECTED -> h int8[1,4] -> second_op -> y int8[1,4], with one thing broken."""
-    mb = _MultiSubgraphBuilder(copies=1 + extra_subgraphs) if extra_subgraphs else mem.ModelBuilder()
+    mb = mem.ModelBuilder()
     q = mem.qparams(0.05, 0)
     x = mb.tensor("x", (1, 8), np.int8, q)
     w = mb.const("w", np.ones((4, 8), np.int8), mem.qparams(0.01, 0))
@@ -78,19 +78,6 @@ def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, extr
           *mem.fully_connected_options(), version=4)  # fmt: skip
     mb.op(second_op, [h], [y], *(mem.softmax_options() if second_op == OP.SOFTMAX else ()))
     return mb.serialize([x], [y])
-
-
-class _MultiSubgraphBuilder(mem.ModelBuilder):
-    """Writes the one subgraph `copies` times (a model with control flow has several)."""
-
-    def __init__(self, copies: int):
-        super().__init__()
-        self.copies = copies
-
-    def _offset_vector(self, b, start_fn, offsets):
-        if start_fn is tflite.ModelStartSubgraphsVector:
-            offsets = offsets * self.copies
-        return mem.ModelBuilder._offset_vector(b, start_fn, offsets)
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -158,8 +145,22 @@ def test_huge_file_is_refused_before_reading(tmp_path):
 # ---- the model's structure ---------------------------------------------------------------------------------
 
 
-def test_several_subgraphs(tmp_path):
-    build_fails(write(tmp_path, "two.tflite", one_op_fc(extra_subgraphs=1)), tmp_path, UNSUPPORTED, "2 subgraphs", "WHILE/IF")
+def test_while_with_a_run_time_trip_count(tmp_path):
+    """WHILE loops are unrolled at import when their trip count is known at build time (tests/test_while.py); one
+    whose condition compares the counter with a model input is refused, naming the operator and the input."""
+    from while_models import rnn_int8
+
+    build_fails(write(tmp_path, "rnn_n.tflite", rnn_int8(10, runtime_steps=True)), tmp_path, UNSUPPORTED,
+                "trip count is not known at build time", "operator #0 LESS", "'n', computed at run time")  # fmt: skip
+
+
+def test_while_body_with_an_unsupported_operator(tmp_path):
+    """An unrolled loop's operators go through the support check: one it has no kernel for is named, with its
+    output in the loop (the body tensor's name and the iteration)."""
+    from while_models import rnn_int8
+
+    build_fails(write(tmp_path, "rnn_log.tflite", rnn_int8(3, cell=OP.LOG)), tmp_path, UNSUPPORTED,
+                "no kernel for 3 operator(s)", "LOG (output 'h_next/while1.0') on int8", "Missing: LOG (int8)")  # fmt: skip
 
 
 def test_dynamic_tensor_names_tensor_and_operator(tmp_path):

@@ -8,13 +8,11 @@ original file with its WHILE kernel.
   converter) and a hand-made int8 RNN over 100 steps (tests/while_models.py: the converter crashes on int8
   WHILE models) build for the host and match TFLM on seeds 0, 1, 2: float within op_check's tolerance, int8 bit
   for bit. The 10-step GRU and LSTM run under QEMU in tests/test_architectures.py.
-- A loop whose trip count is a run-time value is refused (exit 4) with a message that says why.
+- A loop whose trip count is a run-time value is refused: tests/test_bad_input.py.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -86,15 +84,3 @@ def test_keras_while_model_matches_tflm(name, tmp_path):
 def test_int8_while_model_is_bit_exact(tmp_path):
     comparison = check_model(write(tmp_path, "rnn_int8.tflite", rnn_int8(100)), tmp_path)
     assert comparison.oracle == "tflm" and comparison.max_abs_diff == [0, 0, 0]
-
-
-def test_run_time_trip_count_is_refused(tmp_path):
-    model = write(tmp_path, "rnn_n.tflite", rnn_int8(10, runtime_steps=True))
-    out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "edgemem.cli", "build", str(model), "-o", str(out)], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert p.returncode == 4, p.stderr
-    text = " ".join(p.stderr.split())
-    assert "Traceback" not in p.stderr
-    assert "trip count is not known at build time" in text and "LESS" in text and "'n', computed at run time" in text
-    assert not out.exists()

@@ -28,9 +28,10 @@ def _weights(rng, rows, cols, scale):
     return rng.integers(-127, 128, (rows, cols)).astype(np.int8), _q(scale)
 
 
-def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False) -> bytes:
+def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False, cell=mm.OP.TANH) -> bytes:
     """An int8 Elman RNN (h = tanh(W x_t + U h + b)) over ``steps`` steps as a WHILE loop, then a classifier.
-    ``runtime_steps``: the trip count is a second model input (int32), so it is not known at build time."""
+    ``runtime_steps``: the trip count is a second model input (int32), so it is not known at build time;
+    ``cell``: the body's activation (another unary operator in place of TANH)."""
     rng = np.random.default_rng(seed)
     mb = mm.ModelBuilder(description="edgemem test: int8 RNN as a WHILE loop")
     x = mb.tensor("x", (1, steps, FEATURES), np.int8, _q(0.05, 3))
@@ -49,7 +50,7 @@ def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False) -> by
     bias = mb.const("y_bias", rng.integers(-300, 300, CLASSES).astype(np.int32), _q(0.01 / 128))
     mb.op(mm.OP.FULLY_CONNECTED, [outs[1], mb.const("y_w", w, wq), bias], [y], *mm.fully_connected_options())
     _cond(mb.subgraph("rnn/while_cond"), steps, runtime_steps)
-    _body(mb.subgraph("rnn/while_body"), steps, rng, runtime_steps)
+    _body(mb.subgraph("rnn/while_body"), steps, rng, runtime_steps, cell)
     return mb.serialize([x] + ([n] if n is not None else []), [y])
 
 
@@ -67,7 +68,7 @@ def _cond(sg, steps: int, runtime_steps: bool) -> None:
     sg.outputs = [more]
 
 
-def _body(sg, steps: int, rng, runtime_steps: bool) -> None:
+def _body(sg, steps: int, rng, runtime_steps: bool, cell) -> None:
     sg.inputs = _loop_inputs(sg, steps, runtime_steps)
     i, h, seq = sg.inputs[:3]
     i1 = sg.tensor("i_next", (), np.int32)
@@ -84,7 +85,7 @@ def _body(sg, steps: int, rng, runtime_steps: bool) -> None:
     s = sg.tensor("pre", (1, UNITS), np.int8, _q(0.04, 0))
     sg.op(mm.OP.ADD, [a, b], [s], *mm.add_options())
     h1 = sg.tensor("h_next", (1, UNITS), np.int8, _q(1 / 128))
-    sg.op(mm.OP.TANH, [s], [h1])
+    sg.op(cell, [s], [h1])
     sg.outputs = [i1, h1, seq] + sg.inputs[3:]
 
 
