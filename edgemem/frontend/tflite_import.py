@@ -7,6 +7,7 @@ and turns its exceptions into messages that name the operator.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -21,6 +22,7 @@ from .footprint import indices
 from .support import check_operators
 
 _MAX_MODEL_BYTES = 64 * 1024 * 1024  # far beyond any microcontroller's flash
+_FLATTENED: dict[tuple[bytes, str], bytes] = {}  # (sha256 of a file with control flow, name) -> its unrolled bytes
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,18 @@ def parse_tflite(buf: bytes, path: Path | str = "<bytes>"):
 def _flattened(model, buf: bytes, path) -> bytes:
     from .control_flow import flatten_control_flow
 
+    key = (hashlib.sha256(buf).digest(), Path(path).name)  # a build reads the model several times; unroll it once
+    if key in _FLATTENED:
+        return _FLATTENED[key]
     try:
-        return flatten_control_flow(model, buf, Path(path).name)
+        flat = flatten_control_flow(model, buf, Path(path).name)
     except (ModelFileError, UnsupportedModelError):
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets in the other subgraphs
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
+    _FLATTENED.clear()  # one model at a time: the unrolled bytes of the last one only
+    _FLATTENED[key] = flat
+    return flat
 
 
 def _corrupt(path, what: str) -> ModelFileError:
