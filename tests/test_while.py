@@ -22,7 +22,7 @@ import tflite
 from edgemem.frontend.control_flow import flatten_control_flow
 from edgemem.frontend.tflite_import import read_tflite
 from op_check import check_model
-from while_models import rnn_int8, write
+from while_models import if_float, rnn_int8, write
 
 ARCH = Path(__file__).resolve().parent / "models" / "arch"
 
@@ -73,6 +73,17 @@ def test_trip_count_is_the_loops(tmp_path):
             index = sg.Tensors(op.Inputs(1))
             gathers.append(int(np.frombuffer(model.Buffers(index.Buffer()).DataAsNumpy().tobytes(), np.int32)[0]))
     assert gathers == list(range(100))
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_if_on_a_constant_becomes_its_branch(condition):
+    data = if_float(condition)
+    flat = flatten_control_flow(tflite.Model.GetRootAsModel(data, 0), data, "if")
+    model = tflite.Model.GetRootAsModel(flat, 0)
+    ops = [model.OperatorCodes(model.Subgraphs(0).Operators(i).OpcodeIndex()).BuiltinCode() for i in range(model.Subgraphs(0).OperatorsLength())]
+    assert ops == [tflite.BuiltinOperator.RELU if condition else tflite.BuiltinOperator.TANH]
+    inputs = _seeded(data, 0)
+    np.testing.assert_array_equal(_tflm(flat, inputs)[0], _tflm(data, inputs)[0])
 
 
 @pytest.mark.parametrize("name", ["gru_seq100-float32", "lstm_seq100-float32"])

@@ -89,6 +89,30 @@ def _body(sg, steps: int, rng, runtime_steps: bool, cell) -> None:
     sg.outputs = [i1, h1, seq] + sg.inputs[3:]
 
 
+def if_float(condition: bool) -> bytes:
+    """x float[1,8] -> IF(constant ``condition``, x): then RELU, else TANH -> y."""
+    import tflite
+
+    mb = mm.ModelBuilder(description="edgemem test: IF on a constant")
+    x = mb.tensor("x", (1, 8), np.float32)
+    y = mb.tensor("y", (1, 8), np.float32)
+    cond = mb.const("cond", np.array(condition, np.bool_))
+
+    def options(b):
+        tflite.IfOptionsStart(b)
+        tflite.IfOptionsAddThenSubgraphIndex(b, 1)
+        tflite.IfOptionsAddElseSubgraphIndex(b, 2)
+        return tflite.IfOptionsEnd(b)
+
+    mb.op(mm.OP.IF, [cond, x], [y], mm.OPTS.IfOptions, options)
+    for name, op in (("then", mm.OP.RELU), ("else", mm.OP.TANH)):
+        sg = mb.subgraph(name)
+        a, b = sg.tensor(f"{name}_in", (1, 8), np.float32), sg.tensor(f"{name}_out", (1, 8), np.float32)
+        sg.op(op, [a], [b])
+        sg.inputs, sg.outputs = [a], [b]
+    return mb.serialize([x], [y])
+
+
 def _gather_options():
     import tflite
 
