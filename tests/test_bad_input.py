@@ -154,6 +154,18 @@ def test_while_with_a_run_time_trip_count(tmp_path):
                 "trip count is not known at build time", "operator #0 LESS", "'n', computed at run time")  # fmt: skip
 
 
+def test_while_whose_body_is_the_main_graph(tmp_path):
+    """A hostile loop: its body is subgraph 0, which holds the loop itself; refused, not expanded forever."""
+    mb = mem.ModelBuilder()
+    x, y = mb.tensor("x", (), np.int32), mb.tensor("y", (), np.int32)
+    mb.op(OP.WHILE, [mb.const("zero", np.array(0, np.int32))], [y], *mem.while_options(1, 0))
+    cond = mb.subgraph("cond")
+    i, more = cond.tensor("i", (), np.int32), cond.tensor("more", (), np.bool_)
+    cond.op(OP.LESS, [i, cond.const("ten", np.array(10, np.int32))], [more])
+    cond.inputs, cond.outputs = [i], [more]
+    build_fails(write(tmp_path, "loop.tflite", mb.serialize([x], [y])), tmp_path, UNSUPPORTED, "calls itself")
+
+
 def test_while_body_with_an_unsupported_operator(tmp_path):
     """An unrolled loop's operators go through the support check: one it has no kernel for is named, with its
     output in the loop (the body tensor's name and the iteration)."""

@@ -27,6 +27,7 @@ from .footprint import indices
 
 MAX_ITERATIONS = 4096  # a trip count beyond this is not a microcontroller's recurrent layer (and would unroll for minutes)
 MAX_OPERATORS = 200_000  # operators of the unrolled model, all loops together
+MAX_STEPS = 1_000_000  # operators expanded or evaluated, all loops together (nested loops of counters alone)
 
 _NP = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
 _INTEGRAL = {2, 4, 6}  # int32, int64, bool: the counters' and the condition's types
@@ -92,6 +93,8 @@ class _Flattener:
         self.model, self.path, self.op_name = model, path, _op_name
         self.graph = _Graph()
         self.active: list[int] = []  # subgraphs being expanded (a subgraph that calls itself is refused)
+        self.steps = 0
+        self.file_constants: dict[tuple[int, int], _Known | None] = {}
 
     # ------------------------------------------------------------ reading the file
 
@@ -116,6 +119,11 @@ class _Flattener:
         return ids
 
     def file_constant(self, s: int, t: int) -> _Known | None:
+        if (s, t) not in self.file_constants:  # read once, not once per iteration
+            self.file_constants[(s, t)] = self._read_constant(s, t)
+        return self.file_constants[(s, t)]
+
+    def _read_constant(self, s: int, t: int) -> _Known | None:
         tensor = self.sg(s).Tensors(t)
         if tensor.IsVariable():
             return None
@@ -185,6 +193,9 @@ class _Flattener:
         return known
 
     def expand_op(self, s: int, i: int, env: dict, tag: str, evaluate_only: bool) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise UnsupportedModelError(f"{self.path}: unrolling the model's loops takes more than {MAX_STEPS:,} operator steps (nested loops?); edgemem unrolls WHILE loops and does not unroll these. Shorten the sequences.")
         op = self.sg(s).Operators(i)
         name = self.op_name(self.model, op)
         where = self.op_label(s, i)
