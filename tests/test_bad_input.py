@@ -158,10 +158,10 @@ def test_while_whose_body_is_the_main_graph(tmp_path):
     """A hostile loop: its body is subgraph 0, which holds the loop itself; refused, not expanded forever."""
     mb = mem.ModelBuilder()
     x, y = mb.tensor("x", (), np.int32), mb.tensor("y", (), np.int32)
-    mb.op(OP.WHILE, [mb.const("zero", np.array(0, np.int32))], [y], *mem.while_options(1, 0))
+    mb.op(OP.WHILE, [mb.const("zero", np.array([0], np.int32))], [y], *mem.while_options(1, 0))
     cond = mb.subgraph("cond")
     i, more = cond.tensor("i", (), np.int32), cond.tensor("more", (), np.bool_)
-    cond.op(OP.LESS, [i, cond.const("ten", np.array(10, np.int32))], [more])
+    cond.op(OP.LESS, [i, cond.const("ten", np.array([10], np.int32))], [more])
     cond.inputs, cond.outputs = [i], [more]
     build_fails(write(tmp_path, "loop.tflite", mb.serialize([x], [y])), tmp_path, UNSUPPORTED, "calls itself")
 

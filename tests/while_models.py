@@ -4,7 +4,9 @@ TensorFlow 2.21's converter crashes (SIGSEGV in its calibrator, tensorflow/tenso
 an output whose body passes its input through, the calibrator then reads it) on every int8 WHILE model, so the
 int8 loops are written here the way the converter writes the float ones (tests/models/arch/gru-float32.tflite):
 main -> WHILE(counter, state, sequence) -> FULLY_CONNECTED; cond: LESS(counter, steps); body: the counter's ADD,
-a GATHER of step ``counter`` of the sequence, the cell, the sequence passed through.
+a GATHER of step ``counter`` of the sequence, the cell, the sequence passed through. The loop's initial state is
+computed from the input: edgemem's int8 rewrite (passes/integerize.py) runs no int8 operator whose activation
+operands are all constants, which an unrolled loop's step 0 has when the state starts as a constant zero tensor.
 """
 
 from __future__ import annotations
@@ -24,25 +26,38 @@ def _q(scale, zp=0):
     return mm.qparams([scale], [zp])
 
 
+def _scalar(mb, name: str, value, dtype=np.int32) -> int:
+    """A rank-0 constant (ModelBuilder.const writes a 0-d array as shape [1], through np.ascontiguousarray)."""
+    t = mb.const(name, np.array([value], dtype))
+    mb.tensors[t].shape = ()
+    return t
+
+
 def _weights(rng, rows, cols, scale):
     return rng.integers(-127, 128, (rows, cols)).astype(np.int8), _q(scale)
 
 
 def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False, cell=mm.OP.TANH) -> bytes:
-    """An int8 Elman RNN (h = tanh(W x_t + U h + b)) over ``steps`` steps as a WHILE loop, then a classifier.
+    """An int8 Elman RNN (h = tanh(W [x_t; h] + b)) over ``steps`` steps as a WHILE loop, then a classifier.
     ``runtime_steps``: the trip count is a second model input (int32), so it is not known at build time;
     ``cell``: the body's activation (another unary operator in place of TANH)."""
     rng = np.random.default_rng(seed)
     mb = mm.ModelBuilder(description="edgemem test: int8 RNN as a WHILE loop")
-    x = mb.tensor("x", (1, steps, FEATURES), np.int8, _q(0.05, 3))
-    seq = mb.tensor("seq", (steps, 1, FEATURES), np.int8, _q(0.05, 3))
+    x = mb.tensor("x", (1, steps, FEATURES), np.int8, _q(1 / 128))
+    seq = mb.tensor("seq", (steps, 1, FEATURES), np.int8, _q(1 / 128))
     mb.op(mm.OP.RESHAPE, [x, mb.const("seq_shape", np.array([steps, 1, FEATURES], np.int32))], [seq])
-    zero = mb.const("zero", np.array(0, np.int32))
-    h0 = mb.const("h0", np.zeros((1, UNITS), np.int8), _q(1 / 128))
+    zero = _scalar(mb, "zero", 0)
+    # The initial state from the input (its first two steps): integerize runs no int8 operator on constants only,
+    # so a constant zero state would stop at step 0's CONCATENATION (see the module docstring).
+    first = mb.tensor("first_steps", (1, 2, FEATURES), np.int8, _q(1 / 128))
+    mb.op(mm.OP.STRIDED_SLICE, [x, mb.const("b0", np.array([0, 0, 0], np.int32)), mb.const("e0", np.array([1, 2, FEATURES], np.int32)),
+                                mb.const("s0", np.array([1, 1, 1], np.int32))], [first], *_slice_options())  # fmt: skip
+    h0 = mb.tensor("h0", (1, UNITS), np.int8, _q(1 / 128))
+    mb.op(mm.OP.RESHAPE, [first, mb.const("h0_shape", np.array([1, UNITS], np.int32))], [h0])
     n = mb.tensor("n", (), np.int32) if runtime_steps else None
     carried = [zero, h0, seq] + ([n] if n is not None else [])
     outs = [mb.tensor("i_out", (), np.int32), mb.tensor("h_out", (1, UNITS), np.int8, _q(1 / 128)),
-            mb.tensor("seq_out", (steps, 1, FEATURES), np.int8, _q(0.05, 3))]  # fmt: skip
+            mb.tensor("seq_out", (steps, 1, FEATURES), np.int8, _q(1 / 128))]  # fmt: skip
     outs += [mb.tensor("n_out", (), np.int32)] if n is not None else []
     mb.op(mm.OP.WHILE, carried, outs, *mm.while_options(1, 2))
     w, wq = _weights(rng, CLASSES, UNITS, 0.01)
@@ -56,13 +71,13 @@ def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False, cell=
 
 def _loop_inputs(sg, steps: int, runtime_steps: bool) -> list[int]:
     ins = [sg.tensor("i", (), np.int32), sg.tensor("h", (1, UNITS), np.int8, _q(1 / 128)),
-           sg.tensor("seq", (steps, 1, FEATURES), np.int8, _q(0.05, 3))]  # fmt: skip
+           sg.tensor("seq", (steps, 1, FEATURES), np.int8, _q(1 / 128))]  # fmt: skip
     return ins + ([sg.tensor("n", (), np.int32)] if runtime_steps else [])
 
 
 def _cond(sg, steps: int, runtime_steps: bool) -> None:
     sg.inputs = _loop_inputs(sg, steps, runtime_steps)
-    limit = sg.inputs[3] if runtime_steps else sg.const("steps", np.array(steps, np.int32))
+    limit = sg.inputs[3] if runtime_steps else _scalar(sg, "steps", steps)
     more = sg.tensor("more", (), np.bool_)
     sg.op(mm.OP.LESS, [sg.inputs[0], limit], [more])
     sg.outputs = [more]
@@ -72,18 +87,15 @@ def _body(sg, steps: int, rng, runtime_steps: bool, cell) -> None:
     sg.inputs = _loop_inputs(sg, steps, runtime_steps)
     i, h, seq = sg.inputs[:3]
     i1 = sg.tensor("i_next", (), np.int32)
-    sg.op(mm.OP.ADD, [i, sg.const("one", np.array(1, np.int32))], [i1], *mm.add_options())
-    xt = sg.tensor("x_t", (1, FEATURES), np.int8, _q(0.05, 3))
+    sg.op(mm.OP.ADD, [i, _scalar(sg, "one", 1)], [i1], *mm.add_options())
+    xt = sg.tensor("x_t", (1, FEATURES), np.int8, _q(1 / 128))
     sg.op(mm.OP.GATHER, [seq, i], [xt], *_gather_options())
-    wx, wxq = _weights(rng, UNITS, FEATURES, 0.004)
-    wh, whq = _weights(rng, UNITS, UNITS, 0.003)
-    bx = sg.const("bx", rng.integers(-2000, 2000, UNITS).astype(np.int32), _q(0.05 * 0.004))
-    a = sg.tensor("wx", (1, UNITS), np.int8, _q(0.03, 1))
-    sg.op(mm.OP.FULLY_CONNECTED, [xt, sg.const("Wx", wx, wxq), bx], [a], *mm.fully_connected_options())
-    b = sg.tensor("uh", (1, UNITS), np.int8, _q(0.02, -1))
-    sg.op(mm.OP.FULLY_CONNECTED, [h, sg.const("Wh", wh, whq), -1], [b], *mm.fully_connected_options())
-    s = sg.tensor("pre", (1, UNITS), np.int8, _q(0.04, 0))
-    sg.op(mm.OP.ADD, [a, b], [s], *mm.add_options())
+    xh = sg.tensor("xh", (1, FEATURES + UNITS), np.int8, _q(1 / 128))
+    sg.op(mm.OP.CONCATENATION, [xt, h], [xh], *_concat_options())  # step 0: h is the constant zero state
+    w, wq = _weights(rng, UNITS, FEATURES + UNITS, 0.004)
+    bias = sg.const("b", rng.integers(-4000, 4000, UNITS).astype(np.int32), _q(0.004 / 128))
+    s = sg.tensor("pre", (1, UNITS), np.int8, _q(0.03, 1))
+    sg.op(mm.OP.FULLY_CONNECTED, [xh, sg.const("W", w, wq), bias], [s], *mm.fully_connected_options())
     h1 = sg.tensor("h_next", (1, UNITS), np.int8, _q(1 / 128))
     sg.op(cell, [s], [h1])
     sg.outputs = [i1, h1, seq] + sg.inputs[3:]
@@ -96,7 +108,7 @@ def if_float(condition: bool) -> bytes:
     mb = mm.ModelBuilder(description="edgemem test: IF on a constant")
     x = mb.tensor("x", (1, 8), np.float32)
     y = mb.tensor("y", (1, 8), np.float32)
-    cond = mb.const("cond", np.array(condition, np.bool_))
+    cond = _scalar(mb, "cond", condition, np.bool_)
 
     def options(b):
         tflite.IfOptionsStart(b)
@@ -111,6 +123,27 @@ def if_float(condition: bool) -> bytes:
         sg.op(op, [a], [b])
         sg.inputs, sg.outputs = [a], [b]
     return mb.serialize([x], [y])
+
+
+def _slice_options():
+    import tflite
+
+    def fn(b):
+        tflite.StridedSliceOptionsStart(b)
+        return tflite.StridedSliceOptionsEnd(b)
+
+    return mm.OPTS.StridedSliceOptions, fn
+
+
+def _concat_options():
+    import tflite
+
+    def fn(b):
+        tflite.ConcatenationOptionsStart(b)
+        tflite.ConcatenationOptionsAddAxis(b, 1)
+        return tflite.ConcatenationOptionsEnd(b)
+
+    return mm.OPTS.ConcatenationOptions, fn
 
 
 def _gather_options():
