@@ -95,3 +95,20 @@ def test_keras_while_model_matches_tflm(name, tmp_path):
 def test_int8_while_model_is_bit_exact(tmp_path):
     comparison = check_model(write(tmp_path, "rnn_int8.tflite", rnn_int8(100)), tmp_path)
     assert comparison.oracle == "tflm" and comparison.max_abs_diff == [0, 0, 0]
+
+
+def test_int8_while_model_under_qemu(tmp_path):
+    """The unrolled int8 loop on the STM32F746 under QEMU (20 steps: the 100-step build is checked on the host),
+    bit-exact with TFLM, within the arena the plan gives."""
+    from edgemem import device_run, pipeline
+    from edgemem.reference import reference_outputs, seeded_inputs
+
+    path = write(tmp_path, "rnn20.tflite", rnn_int8(20))
+    result = pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
+    inputs = seeded_inputs(path, 0)
+    run = device_run.run(tmp_path / "proj", inputs, timeout_s=600)
+    want, oracle = reference_outputs(path, inputs)
+    assert oracle == "tflm"
+    for got, expected in zip(run["output_arrays"], want):
+        np.testing.assert_array_equal(got, expected)
+    assert run["arena_high_water_bytes"] <= result.info["arena_bytes"]
