@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from .build_info import BuildInfo
 from .errors import EdgememError
+from .project_dir import Interrupted
 from .sizes import parse_size
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Deploy a .tflite model to a microcontroller in the least RAM.")
@@ -40,6 +42,15 @@ def _fail(exc: BaseException) -> None:
     raise typer.Exit(1)
 
 
+def _interrupted(exc: BaseException) -> None:
+    """Stopped by a signal: say so (the output directory is never half-written: project_dir.OutputDir)."""
+    signum = getattr(exc, "signum", signal.SIGINT)
+    err.print(f"[bold red]interrupted[/] ({signal.Signals(signum).name}): stopped; an output directory being "
+              "written was left as it was before (or, if the signal came as it was swapped in, complete).",
+              highlight=False, soft_wrap=True)  # fmt: skip
+    raise typer.Exit(128 + signum)
+
+
 def _errors(command):
     """The command, with every failure reported by _fail (typer's own exits and usage errors pass through)."""
 
@@ -49,6 +60,8 @@ def _errors(command):
             return command(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
+        except (KeyboardInterrupt, Interrupted) as exc:  # SIGINT/SIGTERM: a message and 128 + the signal
+            _interrupted(exc)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one message
             _fail(exc)
 

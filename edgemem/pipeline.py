@@ -25,7 +25,7 @@ from .build_info import BuildInfo, collect_build_info
 from .errors import DoesNotFitError, ToolchainError
 from .ir.graph import OpGraph
 from .plan import ArenaPlan
-from .project_dir import check_output_dir, write_atomically
+from .project_dir import OutputDir
 from .schedule import Schedule
 from .target.image import DEVICE_DIR
 from .target.toolchain import FirmwareSizes
@@ -87,7 +87,17 @@ class Stages:
 
 def build(model_path: str | Path, board_name: str, out_dir: str | Path, options: BuildOptions | None = None,
           observer: StageObserver | None = None) -> BuildResult:  # fmt: skip
-    """The whole pipeline for one model and one board; raises EdgememError subclasses on bad input."""
+    """The whole pipeline for one model and one board; raises EdgememError subclasses on bad input.
+
+    The output directory is checked and locked first (project_dir.OutputDir): a directory that may not be
+    written is refused before the expensive stages, and the old one stays until the new one is complete."""
+    options = options or BuildOptions()
+    with OutputDir(out_dir, options.overwrite, model_path) as target:
+        return _build(model_path, board_name, target, options, observer)
+
+
+def _build(model_path: str | Path, board_name: str, target: OutputDir, options: BuildOptions,
+           observer: StageObserver | None) -> BuildResult:  # fmt: skip
     from .codegen.library import write_library
     from .codegen.model_c import PoolLayout, compile_kernels, render_model, render_profile_inputs
     from .frontend.tflite_import import import_tflite
@@ -101,11 +111,10 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     from .target.image import qemu_image
     from .target.toolchain import render_image
 
-    options = options or BuildOptions()
+    out_dir = target.out_dir
     stage = Stages(observer)
     t0 = time.perf_counter()
     with stage("check"):  # what can be refused from the file alone, before the expensive stages
-        check_output_dir(Path(model_path), Path(out_dir))
         board = with_stack(board_with_budget(load_board(board_name), options.ram, options.flash), options.stack)
         budget = ram_budget(board)
         if not options.input_outside:  # the flatbuffer floor counts the input in the arena
@@ -188,7 +197,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
         info.write(project)
         result.info = info
 
-    write_atomically(Path(out_dir), options.overwrite, fill)
+    target.write(fill)
     return result
 
 
