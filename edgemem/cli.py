@@ -289,13 +289,15 @@ def build(
                 _refresh_report(out_dir, res)
     if as_json:
         _json({**result.info.to_json(), "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "output_arrays"}} if res else {})})
-        return
-    out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
-    _print_build(result.info)
-    if res and profile:
-        _print_profile(res)
-    elif res:
-        _print_run(res)
+    else:
+        out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
+        _print_build(result.info)
+        if res and profile:
+            _print_profile(res)
+        elif res:
+            _print_run(res)
+    if res:
+        _exit_on_verdict(res, profiled=profile)
 
 
 def _input_outside(where: str) -> bool:
@@ -357,6 +359,7 @@ def run(
         _json(res)
     else:
         _print_run(res)
+    _exit_on_verdict(res, profiled=False)
 
 
 @app.command("profile")
@@ -380,8 +383,27 @@ def profile_cmd(
         _json(res)
     else:
         _print_profile(res)
-    if not res["arena_matches_plan"] or res["matches_reference"] is False:
+    _exit_on_verdict(res, profiled=True)
+
+
+def _exit_on_verdict(res: dict, *, profiled: bool) -> None:
+    """After the table: exit 7 if a profiled arena differs from the plan, 8 if the outputs differ from the
+    oracle (as `edgemem validate`), each with one paragraph on stderr."""
+    from .validate import MismatchError
+
+    if profiled and not res["arena_matches_plan"]:
+        err.print(f"[bold red]error:[/] the measured arena high-water ({res['arena_high_water_bytes']:,} B) differs from "
+                  f"the plan ({res['arena_bytes']:,} B) at some step (MISMATCH rows above): the firmware does not use "
+                  "memory as planned. Rebuild the project; if it persists, report it with the model.",
+                  highlight=False, soft_wrap=True)  # fmt: skip
         raise typer.Exit(7)
+    if res["matches_reference"] is False:
+        label, _ = _oracle_verdict(res)
+        err.print(f"[bold red]error:[/] the device's outputs of {Path(res['model']).name} on {res['board']} differ from "
+                  f"the oracle ({label.removeprefix('vs ')}): max |diff| {res['max_abs_diff']}, beyond what is tolerated. "
+                  "The firmware computes something else: rebuild it from the model (`edgemem build --force`) and, if it "
+                  "persists, report it with the model and this run's --json.", highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(MismatchError.exit_code)
 
 
 def _refresh_report(project: Path, profile: dict) -> None:
