@@ -165,13 +165,14 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
             if options.compile:
                 result.sizes = _link(project, board, plan)
                 stack = _stack_bound(project, board)
+                _check_stack(options.stack, stack, "the firmware")
                 if options.stack == "auto":  # relink with the call graph's bound + margin (target/stack.py)
                     result.board = _auto_stack(project, board, stack, options.pool_per_region, options.profile)
                     result.sizes = _link(project, result.board, plan)
         device_sizes = None
         if board_image:
             with stage("board image"):
-                device_sizes = _link_device(project, board, plan, sources, options.stack == "auto")
+                device_sizes = _link_device(project, board, plan, sources, options.stack)
         with stage("report"):
             info = collect_build_info(model, result.board, graph, schedule, plan, result.sizes, schedulers,
                                       stack_estimate=stack.bytes if stack else 0, seconds=0.0)  # fmt: skip
@@ -217,10 +218,11 @@ def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
         raise
 
 
-def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, auto_stack: bool = False) -> FirmwareSizes:
+def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, stack: int | str | None = None) -> FirmwareSizes:
     """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
     cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads); with
-    ``auto_stack`` its stack sized from its own call graph (its UART runtime differs from QEMU's)."""
+    ``stack`` "auto" its stack sized from its own call graph (its UART runtime differs from QEMU's), with a
+    size in bytes that size checked against that graph."""
     from .target.image import device_image
     from .target.toolchain import render_image, render_linker_script
 
@@ -228,13 +230,28 @@ def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, au
     render_image(image, project, sources=sources)
     device_dir = project / DEVICE_DIR
     sizes = _link(device_dir, board, plan)
-    if auto_stack:
+    _check_stack(stack, _stack_bound(device_dir, board), "the board image")
+    if stack == "auto":
         from .target.stack import auto_stack_size, stack_bound
 
         size = auto_stack_size(stack_bound(device_dir, board.core.has_fpu))
         render_linker_script(image, project, stack_size=size)
         sizes = _link(device_dir, dataclasses.replace(board, stack_size=size), plan)
     return sizes
+
+
+def _check_stack(reserved: int | str | None, bound, what: str) -> None:
+    """Refuse a --stack size below the call graph's bound (target/stack.py): the firmware could overflow it."""
+    if not isinstance(reserved, int) or bound is None or reserved >= bound.bytes:
+        return
+    from .target.stack import auto_stack_size
+
+    irq = f" + {bound.interrupt_bytes:,} B for an interrupt ({bound.interrupt_handler})" if bound.interrupt_bytes else ""
+    raise DoesNotFitError(
+        f"--stack {reserved:,} is below the stack {what} can use: its call graph's bound is {bound.bytes:,} B (the "
+        f"deepest chain {' -> '.join(bound.main_path)} {bound.main_bytes:,} B{irq}), so the stack could overflow into "
+        f"the data and the arena. Give --stack {auto_stack_size(bound):,} (the bound + a margin) or more, or --stack auto."
+    )
 
 
 def _stack_bound(project: Path, board: Board):
