@@ -125,6 +125,28 @@ def _percent(text: Optional[str]) -> Optional[float]:
     return value
 
 
+def _seconds(text, *, zero: bool) -> Optional[float]:
+    """A time option: a finite number of seconds, > 0 (or >= 0 where ``zero``); NaN would never time out."""
+    if text is None:
+        return None
+    try:
+        value = float(str(text).strip().removesuffix("s"))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number of seconds (give e.g. 30 or 2.5).") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise typer.BadParameter(f"{text!r} is not a usable time: give a finite number of seconds "
+                                 f"{'>= 0' if zero else '> 0'}, e.g. 30.")  # fmt: skip
+    return value
+
+
+def _timeout(text) -> Optional[float]:
+    return _seconds(text, zero=False)
+
+
+def _budget_seconds(text) -> Optional[float]:
+    return _seconds(text, zero=True)
+
+
 def _stack(text: Optional[str]):
     """--stack: "auto" or a size with its unit (4K, 8192)."""
     if text is None or text.strip().lower() == "auto":
@@ -242,8 +264,8 @@ def build(
     flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Plan for this much flash instead of the board's: bytes or with a unit (1M, 512K)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
-    schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
-    opt_time: Optional[float] = typer.Option(None, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the operator schedulers may take."),
+    opt_time: Optional[float] = typer.Option(None, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
     minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10 %% to spare (e.g. to take inplace_overlap)."),
     max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", parser=_percent, metavar="PCT", help="Take the least arena among the memory-pass sequences predicted at most PCT %% slower than the fastest one found (default: the fastest that fits the RAM budget; --minimize: any slowdown)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
@@ -369,7 +391,7 @@ def profile_cmd(
     board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
     port: Optional[str] = typer.Option(None, "--port", help="Serial port of the board (/dev/ttyACM0) or a pyserial URL; without it the firmware runs under QEMU and is read over QEMU's UART."),
     baud: Optional[int] = typer.Option(None, "--baud", help="Serial baud rate (default: the board file's, else 115200)."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the whole report."),
+    timeout: float = typer.Option(120.0, "--timeout", parser=_timeout, metavar="SECONDS", help="Seconds to wait for the whole report."),
     save: Optional[Path] = typer.Option(None, "--save", help="Where to write the JSON report (default PROJECT/profile.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
@@ -421,8 +443,8 @@ def analyze(
     ram: Optional[int] = typer.Option(None, "--ram", parser=_size, metavar="SIZE", help="Judge against this much RAM instead of the board's (320K, 1M, bytes)."),
     flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Judge against this much flash instead of the board's."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="As `build --pool-per-region`."),
-    schedule_time: float = typer.Option(2.0, "--schedule-time", help="As `build --schedule-time`."),
-    opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", parser=_budget_seconds, metavar="SECONDS", help="As `build --schedule-time`."),
+    opt_time: float = typer.Option(5.0, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="As `build --passes`."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="As `build --stack` (auto: judged with the board's reservation)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
@@ -553,7 +575,7 @@ def flash(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
     board: str = typer.Option(..., "--board", "-b", help="The board to flash; must match the build's board."),
     tool: Optional[str] = typer.Option(None, "--tool", help="Use this flasher (openocd, st-flash, pyocd) instead of the board's first installed one."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the flasher is stopped (default: the board's, 120)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", parser=_timeout, metavar="SECONDS", help="Seconds before the flasher is stopped (default: the board's, 120)."),
 ) -> None:
     """Write the built image (firmware.bin) to a real board with openocd, st-flash or pyocd."""
     from .board import load_board
