@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import EdgememError
+from .errors import EdgememError, ToolchainError, tail
 
 MARKER = ".edgemem-output"  # written in every output directory: what --force may replace
 _TMP = ".edgemem-tmp-"  # the infix of a temporary sibling (new build, or the old one on its way out)
@@ -172,6 +172,12 @@ class OutputDir:
             if err is None:
                 raise
             raise err from exc
+        except ToolchainError as exc:  # gcc or make ran out of room: the disk's fault, not the toolchain's
+            if not any(s in str(exc) for s in ("No space left on device", "Read-only file system", "Disk quota exceeded")):
+                raise
+            raise EdgememError(f"cannot write output directory '{self.out_dir}': the disk is full or read-only (the "
+                               f"compiler said so). Free some space or choose another place with -o; the directory "
+                               f"was left as it was.\n{tail(str(exc), 1500)}") from exc  # fmt: skip
         check_replaceable(self.out_dir, self.overwrite, self.model_path)
         with _signals_held():
             old = None

@@ -177,14 +177,15 @@ def test_read_only_parent_is_a_clear_refusal(tmp_path):
         parent.chmod(0o755)
 
 
-def test_full_disk_is_a_clear_refusal(tmp_path):
-    """A 64 KiB tmpfs (root only) fills while the sources are written: one paragraph, exit 2, nothing left."""
+@pytest.mark.parametrize("size", ["64k", "400k"])  # full while Python writes the sources / while gcc writes objects
+def test_full_disk_is_a_clear_refusal(tmp_path, size):
+    """A small tmpfs (root only) fills during the build: one paragraph, exit 2, nothing left."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True).returncode:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], capture_output=True).returncode:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
-        p = _cli("build", str(EXAMPLE), "-o", str(disk / "out"), "--opt-time", "0", cwd=tmp_path)
+        p = _cli("build", str(EXAMPLE), "-b", "mps2-an386", "-o", str(disk / "out"), "--opt-time", "0", cwd=tmp_path)
         assert p.returncode == USAGE, p.stderr
         assert "Traceback" not in p.stderr and "No space left on device" in p.stderr, p.stderr
         assert list(disk.iterdir()) == []
