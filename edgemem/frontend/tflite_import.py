@@ -48,7 +48,7 @@ class ImportedModel:
     op_labels: dict = field(default_factory=dict)  # Relax var of an operator's output -> "operator #i NAME (output 'x')"
 
 
-_TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
+_TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 12: "uint64", 15: "uint32"}
 
 
 @lru_cache(maxsize=1)
@@ -322,6 +322,9 @@ def _converter_class():
         def get_op_code_str(self, op):
             # Called first for every operator by TVM's conversion loop; remembers which one fails.
             type(self).current_op = op._tab.Pos
+            name = _op_name(self.model, op)
+            if name.startswith("CUSTOM(") and name in self.convert_map:  # a custom operator edgemem lowers
+                return name
             return super().get_op_code_str(op)
 
         def get_tensors(self, tensors_idx_list):

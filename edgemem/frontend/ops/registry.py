@@ -27,7 +27,7 @@ import numpy as np
 from ...errors import UnsupportedModelError
 from ..footprint import builtin_options, is_constant
 
-_TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8"}
+_TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 12: "uint64", 15: "uint32"}
 
 
 @dataclass(frozen=True)
