@@ -92,8 +92,9 @@ def test_keras_while_model_matches_tflm(name, tmp_path):
     assert comparison.oracle == "tflm"
 
 
-def test_int8_while_model_is_bit_exact(tmp_path):
-    comparison = check_model(write(tmp_path, "rnn_int8.tflite", rnn_int8(100)), tmp_path)
+@pytest.mark.parametrize("zero_state", [False, True], ids=["state-from-input", "zero-state"])
+def test_int8_while_model_is_bit_exact(zero_state, tmp_path):
+    comparison = check_model(write(tmp_path, "rnn_int8.tflite", rnn_int8(100, zero_state=zero_state)), tmp_path)
     assert comparison.oracle == "tflm" and comparison.max_abs_diff == [0, 0, 0]
 
 

@@ -4,9 +4,8 @@ TensorFlow 2.21's converter crashes (SIGSEGV in its calibrator, tensorflow/tenso
 an output whose body passes its input through, the calibrator then reads it) on every int8 WHILE model, so the
 int8 loops are written here the way the converter writes the float ones (tests/models/arch/gru-float32.tflite):
 main -> WHILE(counter, state, sequence) -> FULLY_CONNECTED; cond: LESS(counter, steps); body: the counter's ADD,
-a GATHER of step ``counter`` of the sequence, the cell, the sequence passed through. The loop's initial state is
-computed from the input: edgemem's int8 rewrite (passes/integerize.py) runs no int8 operator whose activation
-operands are all constants, which an unrolled loop's step 0 has when the state starts as a constant zero tensor.
+a GATHER of step ``counter`` of the sequence, the cell, the sequence passed through. The initial state is a constant
+zero tensor (``zero_state``: step 0's CONCATENATION then reads a constant) or computed from the input.
 """
 
 from __future__ import annotations
@@ -37,23 +36,21 @@ def _weights(rng, rows, cols, scale):
     return rng.integers(-127, 128, (rows, cols)).astype(np.int8), _q(scale)
 
 
-def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False, cell=mm.OP.TANH) -> bytes:
+def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False, cell=mm.OP.TANH, zero_state: bool = False) -> bytes:
     """An int8 Elman RNN (h = tanh(W [x_t; h] + b)) over ``steps`` steps as a WHILE loop, then a classifier.
     ``runtime_steps``: the trip count is a second model input (int32), so it is not known at build time;
-    ``cell``: the body's activation (another unary operator in place of TANH)."""
+    ``cell``: the body's activation (another unary operator in place of TANH); ``zero_state``: the state starts as
+    a constant zero tensor (as Keras's does) rather than from the input's first two steps."""
     rng = np.random.default_rng(seed)
     mb = mm.ModelBuilder(description="edgemem test: int8 RNN as a WHILE loop")
     x = mb.tensor("x", (1, steps, FEATURES), np.int8, _q(1 / 128))
     seq = mb.tensor("seq", (steps, 1, FEATURES), np.int8, _q(1 / 128))
     mb.op(mm.OP.RESHAPE, [x, mb.const("seq_shape", np.array([steps, 1, FEATURES], np.int32))], [seq])
     zero = _scalar(mb, "zero", 0)
-    # The initial state from the input (its first two steps): integerize runs no int8 operator on constants only,
-    # so a constant zero state would stop at step 0's CONCATENATION (see the module docstring).
-    first = mb.tensor("first_steps", (1, 2, FEATURES), np.int8, _q(1 / 128))
-    mb.op(mm.OP.STRIDED_SLICE, [x, mb.const("b0", np.array([0, 0, 0], np.int32)), mb.const("e0", np.array([1, 2, FEATURES], np.int32)),
-                                mb.const("s0", np.array([1, 1, 1], np.int32))], [first], *_slice_options())  # fmt: skip
-    h0 = mb.tensor("h0", (1, UNITS), np.int8, _q(1 / 128))
-    mb.op(mm.OP.RESHAPE, [first, mb.const("h0_shape", np.array([1, UNITS], np.int32))], [h0])
+    if zero_state:
+        h0 = mb.const("h0", np.zeros((1, UNITS), np.int8), _q(1 / 128))
+    else:
+        h0 = _state_from_input(mb, x)
     n = mb.tensor("n", (), np.int32) if runtime_steps else None
     carried = [zero, h0, seq] + ([n] if n is not None else [])
     outs = [mb.tensor("i_out", (), np.int32), mb.tensor("h_out", (1, UNITS), np.int8, _q(1 / 128)),
@@ -67,6 +64,16 @@ def rnn_int8(steps: int = 100, seed: int = 7, runtime_steps: bool = False, cell=
     _cond(mb.subgraph("rnn/while_cond"), steps, runtime_steps)
     _body(mb.subgraph("rnn/while_body"), steps, rng, runtime_steps, cell)
     return mb.serialize([x] + ([n] if n is not None else []), [y])
+
+
+def _state_from_input(mb, x) -> int:
+    """The initial state from the input's first two steps (STRIDED_SLICE, RESHAPE)."""
+    first = mb.tensor("first_steps", (1, 2, FEATURES), np.int8, _q(1 / 128))
+    mb.op(mm.OP.STRIDED_SLICE, [x, mb.const("b0", np.array([0, 0, 0], np.int32)), mb.const("e0", np.array([1, 2, FEATURES], np.int32)),
+                                mb.const("s0", np.array([1, 1, 1], np.int32))], [first], *_slice_options())  # fmt: skip
+    h0 = mb.tensor("h0", (1, UNITS), np.int8, _q(1 / 128))
+    mb.op(mm.OP.RESHAPE, [first, mb.const("h0_shape", np.array([1, UNITS], np.int32))], [h0])
+    return h0
 
 
 def _loop_inputs(sg, steps: int, runtime_steps: bool) -> list[int]:
