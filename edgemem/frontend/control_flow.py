@@ -291,7 +291,7 @@ class _Flattener:
                 return values
             if step == MAX_ITERATIONS:
                 break
-            env = self.run(body, dict(zip(body_in, values)), f"{tag}/while{i}.{step}")
+            env = self.run(body, dict(zip(body_in, values)), f"{tag}/while{i}_step{step}")
             values = [self.value(body, t, env) for t in body_out]
         raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} runs more than {MAX_ITERATIONS} iterations; edgemem unrolls WHILE loops and does not unroll one this long. Shorten the sequence.")
 
