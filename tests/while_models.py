@@ -1,7 +1,8 @@
 """Hand-made WHILE models (examples/make_example_model.py's flatbuffer writer, several subgraphs).
 
-TensorFlow 2.21's converter crashes (SIGSEGV in its calibrator, tensorflow/tensorflow#75140: the WHILE kernel frees
-an output whose body passes its input through, the calibrator then reads it) on every int8 WHILE model, so the
+TensorFlow 2.21's converter crashes (SIGSEGV in its calibrator's FeedTensor, seen with faulthandler; the issue
+tensorflow/tensorflow#75140 describes it: the WHILE kernel frees an output whose body passes its input through, the
+calibrator then reads it) on the int8 GRU/LSTM models of gen_architectures.py, so the
 int8 loops are written here the way the converter writes the float ones (tests/models/arch/gru-float32.tflite):
 main -> WHILE(counter, state, sequence) -> FULLY_CONNECTED; cond: LESS(counter, steps); body: the counter's ADD,
 a GATHER of step ``counter`` of the sequence, the cell, the sequence passed through. The initial state is a constant
