@@ -62,6 +62,18 @@ def test_unrolled_flatbuffer_runs_like_the_loop_in_tflm(name):
             np.testing.assert_array_equal(got, want)
 
 
+def test_rewrite_keeps_lstm_intermediates_and_state():
+    """The rewriter on a model whose int8 UNIDIRECTIONAL_SEQUENCE_LSTM has intermediates (its gates'
+    quantization) and variable state tensors: TFLM computes the same outputs from the rewritten file."""
+    data = (ARCH / "denoiser_lstm-int8.tflite").read_bytes()
+    flat = flatten_control_flow(tflite.Model.GetRootAsModel(data, 0), data, "denoiser")
+    sg = tflite.Model.GetRootAsModel(flat, 0).Subgraphs(0)
+    assert sum(sg.Operators(i).IntermediatesLength() for i in range(sg.OperatorsLength())) == 5
+    for seed in (0, 1):
+        inputs = _seeded(data, seed)
+        np.testing.assert_array_equal(_tflm(flat, inputs)[0], _tflm(data, inputs)[0])
+
+
 def test_trip_count_is_the_loops(tmp_path):
     """100 steps of the body: one GATHER per step, each of a constant index 0..99 (the counter, evaluated)."""
     model = read_tflite(write(tmp_path, "rnn.tflite", rnn_int8(100)))

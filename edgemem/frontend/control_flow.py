@@ -75,6 +75,7 @@ class _NewOp:
     op: int
     inputs: list[int]
     outputs: list[int]
+    intermediates: list[int] = field(default_factory=list)  # an int8 LSTM's gate quantizations
 
 
 @dataclass
@@ -213,9 +214,10 @@ class _Flattener:
                 raise self.not_static(s, i, name, ins, values)
             new_ins = [self.materialize(v, s, t, tag) if t >= 0 else -1 for t, v in zip(ins, values)]
             new_outs = [self.new_tensor(s, t, tag) for t in outs]
+            between = [self.new_tensor(s, t, tag) for t in self.tensor_ids(s, op.IntermediatesAsNumpy(), where) if t >= 0]
             if len(self.graph.ops) >= MAX_OPERATORS:
                 raise UnsupportedModelError(f"{self.path}: unrolling the model's loops makes more than {MAX_OPERATORS:,} operators; edgemem unrolls WHILE loops and this one is too long for a microcontroller's program. Shorten the sequence.")
-            self.graph.ops.append(_NewOp(s, i, new_ins, new_outs))
+            self.graph.ops.append(_NewOp(s, i, new_ins, new_outs, between))
             results = [_Tensor(t) for t in new_outs]
         if len(results) != len(outs):
             raise ModelFileError(f"'{self.path}' is corrupted: {where} has {len(outs)} outputs, its subgraph gives {len(results)}. Re-export the model.")
@@ -321,8 +323,8 @@ class _Flattener:
             inputs.append(self.new_tensor(0, t, ""))
             env[t] = _Tensor(inputs[-1])
         for t in range(main.TensorsLength()):  # state tensors (LSTM/SVDF) stay one tensor each, as in the file
-            if main.Tensors(t).IsVariable() and t not in env:
-                env[t] = _Tensor(self.new_tensor(0, t, ""))
+            if main.Tensors(t).IsVariable() and t not in env:  # with its initial value's buffer, if any
+                env[t] = _Tensor(self.new_tensor(0, t, "", main.Tensors(t).Buffer()))
         self.run(0, env, "")
         outputs = [self.materialize(self.value(0, t, env), 0, t, "") for t in self.tensor_ids(0, main.OutputsAsNumpy(), "the model's output list")]
         return inputs, outputs
@@ -419,6 +421,7 @@ def _operator(b, model, new: _NewOp, ref, int_vector) -> int:
 
     op = model.Subgraphs(new.sg).Operators(new.op)
     in_vec, out_vec = int_vector(new.inputs), int_vector(new.outputs)
+    between = int_vector(new.intermediates) if new.intermediates else None
     custom = None
     if op.CustomOptionsLength():
         o = op._tab.Offset(14)  # custom_options: a byte vector, referenced where it is (its length word before it)
@@ -437,6 +440,8 @@ def _operator(b, model, new: _NewOp, ref, int_vector) -> int:
     if custom is not None:
         tflite.OperatorAddCustomOptions(b, custom)
         tflite.OperatorAddCustomOptionsFormat(b, op.CustomOptionsFormat())
+    if between is not None:
+        tflite.OperatorAddIntermediates(b, between)
     return tflite.OperatorEnd(b)
 
 
