@@ -16,6 +16,7 @@ from tvm import relax
 
 from ..ir.kept import per_object
 from ..kernels import kernel_attrs
+from ..timelimit import check
 from ..kernels.specs import KernelSpec
 
 
@@ -55,6 +56,7 @@ class Bindings:
         self.readers: dict = {}
         for block in func.body.blocks:
             for b in block.bindings:
+                check()  # a pass on thousands of kernels is cut at the search's deadline (edgemem/timelimit.py)
                 self.defs[b.var] = b.value
                 for a in _vars_in(b.value):
                     self.readers.setdefault(a, []).append(b.var)
@@ -66,6 +68,7 @@ class Bindings:
 
     def kernel(self, var) -> Kernel | None:
         """The kernel call bound to ``var``, else None."""
+        check()  # what every pass asks of each binding it looks at
         value = self.defs.get(var)
         if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"):
             return None
@@ -163,6 +166,7 @@ def rebuild(mod: tvm.IRModule, replace: dict, drop: set | frozenset = frozenset(
             results = []
             for block in func.body.blocks:
                 for b in block.bindings:
+                    check()
                     if b.var in drop:
                         continue
                     value = replace[b.var](bb, env) if b.var in replace else _rename(b.value, env)
