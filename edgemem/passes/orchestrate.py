@@ -16,6 +16,13 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 - it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
   at ``time_budget`` seconds, or when nothing is left to try.
 
+Time (issue 30: on a module of thousands of kernels one trial can take minutes): no trial starts after
+``time_budget``, and each runs under a deadline (edgemem/timelimit.py) at TRIAL_GRACE x the budget that the
+passes' binding loops, the graph reader and the measure's schedulers look at; a trial cut there is dropped.
+The baselines (the fixed sequence, then TVM's pipeline, skipped when predicted longer than what is left) run
+to BASELINE_GRACE x the budget; the fixed sequence cut short counts as the passes it applied. Only the
+measure of the input module, before any trial, is not cut (its schedulers keep their own budget).
+
 Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence. The
 build instead chooses by the memory/latency objective (``pareto=True``, passes/objective.py) among every state
 the search and the baselines reached: the fewest predicted instructions that fit the target, or the least arena
