@@ -80,17 +80,9 @@ def test_scheduling_a_chain_takes_linear_memory():
 def test_the_pass_search_keeps_its_budget_on_a_long_chain():
     """The orchestrator on a lowered chain of 900 kernels, searching (no RAM target) with 0.5 s: within twice
     that plus the measure of the input module it starts from (done once, before any trial) and the slack."""
-    from long_models import chain_model
-
-    from edgemem.frontend.tflite_import import import_tflite
-    from edgemem.passes.lower import lower_to_kernels
     from edgemem.passes.orchestrate import measure, orchestrate
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "chain.tflite"
-        path.write_bytes(chain_model(1200))
-        model = import_tflite(path)
-    mod = lower_to_kernels(model.relax_mod, model.op_labels)
+    mod = _lowered_chain(1200)
     t0 = time.perf_counter()
     root = measure(mod, 4, 2.0)
     one_measure = time.perf_counter() - t0
@@ -99,3 +91,37 @@ def test_the_pass_search_keeps_its_budget_on_a_long_chain():
     seconds = time.perf_counter() - t0
     assert seconds <= 2 * BUDGET + 2 * one_measure + SLACK, f"{seconds:.1f} s; one measure {one_measure:.1f} s"
     assert result.stop == "time" and result.figures["arena_bytes"] <= root["arena_bytes"]  # the best found so far
+
+
+def _lowered_chain(n: int):
+    from long_models import chain_model
+
+    from edgemem.frontend.tflite_import import import_tflite
+    from edgemem.passes.lower import lower_to_kernels
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "chain.tflite"
+        path.write_bytes(chain_model(n))
+        model = import_tflite(path)
+    return lower_to_kernels(model.relax_mod, model.op_labels)
+
+
+def test_a_rewrite_cut_by_the_deadline_leaves_no_tvm_warning(capfd):
+    """A pass cut inside main's rebuild closes TVM's builder scopes: TVM warns on the terminal when a builder
+    is destroyed with open blocks, and a user must see edgemem's message only."""
+    import gc
+
+    from edgemem.passes import rewrite
+    from edgemem.timelimit import TimeUp, deadline
+
+    mod = _lowered_chain(40)
+    b = rewrite.Bindings(mod)
+
+    def slow(bb, env, var):
+        time.sleep(0.01)
+        return rewrite._rename(b.defs[var], env)  # noqa: SLF001
+
+    with pytest.raises(TimeUp), deadline(0.03):
+        rewrite.rebuild(mod, {v: (lambda bb, env, v=v: slow(bb, env, v)) for v in b.defs})
+    gc.collect()
+    assert "BlockBuilder destroyed" not in capfd.readouterr().err

@@ -16,7 +16,7 @@ from tvm import relax
 
 from ..ir.kept import per_object
 from ..kernels import kernel_attrs
-from ..timelimit import check
+from ..timelimit import TimeUp, check
 from ..kernels.specs import KernelSpec
 
 
@@ -160,6 +160,14 @@ def rebuild(mod: tvm.IRModule, replace: dict, drop: set | frozenset = frozenset(
     func = mod["main"]
     kernels = {gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"}
     bb = _Builder(kernels)  # without the old main, so the new one takes its name
+    try:
+        return _rebuilt(bb, func, kernels, replace, drop)
+    except TimeUp:  # cut by the pass search's deadline: close the builder's scopes quietly (see abandon)
+        abandon(bb._bb)  # noqa: SLF001
+        raise
+
+
+def _rebuilt(bb, func, kernels: dict, replace: dict, drop) -> tvm.IRModule:
     env: dict = {}
     with bb.function("main", func.params, attrs=dict(func.attrs) if func.attrs else None):
         with bb.dataflow():
