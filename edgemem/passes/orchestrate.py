@@ -19,9 +19,10 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 Time (issue 30: on a module of thousands of kernels one trial can take minutes): no trial starts after
 ``time_budget``, and each runs under a deadline (edgemem/timelimit.py) at TRIAL_GRACE x the budget that the
 passes' binding loops, the graph reader and the measure's schedulers look at; a trial cut there is dropped.
-The baselines (the fixed sequence, then TVM's pipeline, skipped when predicted longer than what is left) run
-to BASELINE_GRACE x the budget; the fixed sequence cut short counts as the passes it applied. Only the
-measure of the input module, before any trial, is not cut (its schedulers keep their own budget).
+The other baselines (TVM's pipeline, skipped when predicted longer than what is left; benchmarks' own) run
+to BASELINE_GRACE x the budget. Not cut: the measure of the input module, before any trial, and the fixed
+sequence, which the build falls back to (as with --opt-time 0: its cost is the floor of the stage; their
+schedulers keep their own budget, --schedule-time).
 
 Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence. The
 build instead chooses by the memory/latency objective (``pareto=True``, passes/objective.py) among every state
@@ -187,6 +188,7 @@ class _Search:
         self.trials = 0
         self.extra_trials = 0  # made outside the search (baselines): up to BASELINE_GRACE x the budget
         self.budgeted = True
+        self.fallback = False  # applying the fixed sequence after the search: no deadline
         self.best: _State | None = None
         self.trials_to_best = 0
         self.root_seconds = 0.0
@@ -205,6 +207,9 @@ class _Search:
                 raise _OutOfBudget("time")
             self.trials += 1
             left = TRIAL_GRACE * self.time_budget - elapsed
+        elif self.fallback:  # the fixed sequence: what the build falls back to, as with --opt-time 0, always whole
+            left = None
+            self.extra_trials += 1
         else:
             left = BASELINE_GRACE * self.time_budget - elapsed
             if left <= 0:
@@ -463,7 +468,9 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
         if name == "none":
             state, steps = root, []
         elif name == "fixed":
+            search.fallback = True
             state, steps = _run_sequence(search, [n for n in fixed_sequence if n in names])
+            search.fallback = False
         elif name in (extra_baselines or {}):
             try:
                 state, steps = extra_baselines[name](search)
