@@ -78,8 +78,11 @@ def test_scheduling_a_chain_takes_linear_memory():
 
 
 def test_the_pass_search_keeps_its_budget_on_a_long_chain():
-    """The orchestrator on a lowered chain of 900 kernels, searching (no RAM target) with 0.5 s: within twice
-    that plus the measure of the input module it starts from (done once, before any trial) and the slack."""
+    """The orchestrator on a lowered chain of 900 kernels, searching (no RAM target) with 0.5 s and TVM's
+    pipeline as its reference baseline: within twice that plus two measures of the input module (the one it
+    starts from, done once before any trial, and a margin) and half a second. TVM's pipeline, which no deadline
+    stops, legalizes every binding (about 2.3 measures here, then two measures): it ran whatever the time left.
+    (The fixed sequence, the build's fallback, always runs whole: its cost is that of --opt-time 0.)"""
     from edgemem.passes.orchestrate import measure, orchestrate
 
     mod = _lowered_chain(1200)
@@ -87,9 +90,10 @@ def test_the_pass_search_keeps_its_budget_on_a_long_chain():
     root = measure(mod, 4, 2.0)
     one_measure = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result = orchestrate(mod, time_budget=BUDGET, target_bytes=None, measure_fn=lambda m: measure(m, 4, 2.0), pareto=True)
+    result = orchestrate(mod, time_budget=BUDGET, target_bytes=None, measure_fn=lambda m: measure(m, 4, 2.0),
+                         baselines=("none", "tvm_default"), pareto=True)  # fmt: skip
     seconds = time.perf_counter() - t0
-    assert seconds <= 2 * BUDGET + 2 * one_measure + SLACK, f"{seconds:.1f} s; one measure {one_measure:.1f} s"
+    assert seconds <= 2 * BUDGET + 2 * one_measure + 0.5, f"{seconds:.1f} s; one measure {one_measure:.1f} s"
     assert result.stop == "time" and result.figures["arena_bytes"] <= root["arena_bytes"]  # the best found so far
 
 
