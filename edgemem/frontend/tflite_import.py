@@ -19,6 +19,8 @@ from ..passes.rewrite import abandon
 from .fold import FOLDERS, fold_model
 from .footprint import indices
 from .support import check_operators
+from .unique_names import with_unique_names
+from .validate_model import validate_model
 
 _MAX_MODEL_BYTES = 64 * 1024 * 1024  # far beyond any microcontroller's flash
 
@@ -68,7 +70,11 @@ def _op_name(model, op) -> str:
 
 
 def tensor_name(subgraph, index: int) -> str:
-    """The tensor's name, or '#<index>' when the file gives none."""
+    """The tensor's name in the file, or '#<index>' when the file gives none: for display only (the model edgemem
+    reads names tensor i 't<i>', unique_names.py)."""
+    shown = getattr(subgraph, "display_names", None)
+    if shown is not None and 0 <= index < len(shown):
+        return shown[index]
     name = subgraph.Tensors(index).Name()
     return name.decode(errors="replace") if name else f"#{index}"
 
@@ -121,7 +127,8 @@ def parse_tflite(buf: bytes, path: Path | str = "<bytes>"):
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
     if model.SubgraphsLength() > 1:
         raise UnsupportedModelError(f"'{path}' has {model.SubgraphsLength()} subgraphs; edgemem compiles single-subgraph models (no control flow). Re-export without WHILE/IF.")
-    return model
+    validate_model(model, path)
+    return with_unique_names(buf, model)
 
 
 def _corrupt(path, what: str) -> ModelFileError:
@@ -194,7 +201,8 @@ def _check_buffer(buf, file_bytes: int, path, tensor: str) -> None:
 
 def check_supported(model, path) -> None:
     """Refuse, naming the tensor and the operator, what edgemem cannot plan: tensor types it has no kernels
-    for, dynamic shapes (a -1 dimension: the bytes of a static arena must be known) and sparse tensors."""
+    for, dynamic shapes (a -1 dimension: the bytes of a static arena must be known); sparse tensors are refused
+    earlier (validate_model.py)."""
     sg = model.Subgraphs(0)
     users: dict[int, str] = {}
     for i in range(sg.OperatorsLength()):
@@ -219,8 +227,6 @@ def check_supported(model, path) -> None:
                 f"{Path(path).name}: tensor '{name}' (used by {where}) has a dynamic shape {shape}; edgemem plans a static "
                 "arena and needs every shape fixed. Re-export the model with fixed input shapes (batch 1)."
             )
-        if tensor.Sparsity() is not None:
-            raise UnsupportedModelError(f"{Path(path).name}: tensor '{name}' (used by {where}) is sparse; edgemem needs dense tensors. Convert without sparsification.")
 
 
 def _type_name(code: int) -> str:
