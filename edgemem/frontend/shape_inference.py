@@ -79,7 +79,7 @@ def _fully_connected(o: _Op):
         return None
     opts = o.options("FullyConnectedOptions")
     units, depth = w
-    elements = int(np.prod(x, dtype=np.int64))
+    elements = int(np.prod(x, dtype=object))  # Python ints: a corrupt shape cannot wrap around
     if depth <= 0 or elements % depth:
         raise _Refused(f"its input of shape {list(x)} has {elements} elements, not a multiple of the weights' depth {depth}")
     if opts is not None and opts.KeepNumDims():

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ModelFileError, UnsupportedModelError
 from .footprint import indices
 
-_RERUN = "Re-export the model with the TFLite converter."
+_RERUN = "re-export the model with the TFLite converter."
 _ZERO_POINT_RANGE = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767), 2: (-(1 << 31), (1 << 31) - 1), 17: (-8, 7)}
 _ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1, 10: 8, 11: 8, 12: 8, 15: 4, 16: 2}
 
@@ -108,7 +108,7 @@ def _check_quantization(m: _Model, i: int, q) -> None:
     bad = ~(np.isfinite(scales) & (scales > 0))
     if bad.any():
         s = float(scales[np.argmax(bad)])
-        raise m.malformed(f"{m.tensor(i)} has quantization scale {s!r}; a scale must be a finite number greater than 0")
+        raise m.malformed(f"{m.tensor(i)} has quantization scale {s:g}; a scale must be a finite number greater than 0")
     if len(zero_points) != len(scales):
         raise m.malformed(f"{m.tensor(i)} has {len(scales)} quantization scale(s) but {len(zero_points)} zero point(s); "
                           "each scale needs its zero point")  # fmt: skip
@@ -135,7 +135,7 @@ def _check_graph(m: _Model) -> None:
             if t in producer:
                 raise m.malformed(f"{m.tensor(t)} is written by two operators, {m.op(producer[t])} and {m.op(i)}; "
                                   "a tensor has one producer")  # fmt: skip
-            if t in m.inputs or m.is_constant(t):
+            if t in m.inputs or m.sizes[t] > 0:
                 what = "a model input" if t in m.inputs else "a constant (its buffer holds data)"
                 raise m.malformed(f"{m.op(i)} writes {m.tensor(t)}, which is {what}")
             producer[t] = i
