@@ -23,7 +23,7 @@ crash, and an input that takes more than --timeout seconds is a hang.
 
 Seeds (written to a temporary corpus, never into the repository): the shared models (../shared/models), the
 examples, and a slim copy of each -- the same operators, tensors, shapes and quantization with constant data
-zeroed (but for small int32/int64 ones: paddings, axes, shapes) and no options. (The data keeps its size: the reader refuses a constant of the wrong size.)
+zeroed (but for small int32/int64 ones: paddings, axes, shapes) and no options but those setting a rank. (The data keeps its size: the reader refuses a constant of the wrong size.)
 """
 
 from __future__ import annotations
@@ -157,10 +157,39 @@ def slim_model(data: bytes) -> bytes | None:
             op = sg.Operators(i)
             code = model.OperatorCodes(op.OpcodeIndex())
             builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-            mb.op(builtin, indices(op.InputsAsNumpy()), indices(op.OutputsAsNumpy()), version=code.Version())
+            mb.op(builtin, indices(op.InputsAsNumpy()), indices(op.OutputsAsNumpy()), *_shape_options(op), version=code.Version())
         return mb.serialize(indices(sg.InputsAsNumpy()), indices(sg.OutputsAsNumpy()))
     except Exception:  # noqa: BLE001 - a seed we cannot slim is still used whole
         return None
+
+
+def _shape_options(op) -> tuple:
+    """(options type, writer) of the options that set an output's rank (FULLY_CONNECTED keep_num_dims, a reduction's
+    keep_dims), else (): without them the slim copy's declared shapes would disagree with its operators."""
+    import tflite
+
+    from edgemem.frontend.footprint import builtin_options
+
+    kind = op.BuiltinOptionsType()
+    if kind == tflite.BuiltinOptions.FullyConnectedOptions:
+        keep = builtin_options(op, tflite.FullyConnectedOptions).KeepNumDims()
+
+        def fc(b):
+            tflite.FullyConnectedOptionsStart(b)
+            tflite.FullyConnectedOptionsAddKeepNumDims(b, keep)
+            return tflite.FullyConnectedOptionsEnd(b)
+
+        return kind, fc
+    if kind == tflite.BuiltinOptions.ReducerOptions:
+        keep = builtin_options(op, tflite.ReducerOptions).KeepDims()
+
+        def reducer(b):
+            tflite.ReducerOptionsStart(b)
+            tflite.ReducerOptionsAddKeepDims(b, keep)
+            return tflite.ReducerOptionsEnd(b)
+
+        return kind, reducer
+    return ()
 
 
 def seed_files(which: str) -> list[Path]:

@@ -9,7 +9,8 @@ the report and model.h.
 The flatbuffer has no room to rename a tensor in place (a missing name has no field to write), so the copy is
 the file followed by a new tensor table: each tensor copied with its new name (and its shape, type, buffer
 index, quantization, shape signature and flags), and subgraph 0's ``tensors`` field pointed at it. Buffers,
-operators and every index stay where they are.
+operators and every index stay where they are. Not copied: sparsity and variant sub-types, which edgemem refuses
+on any tensor it uses (validate_model.py, and the type check of tflite_import.check_supported).
 """
 
 from __future__ import annotations
