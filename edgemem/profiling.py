@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .board import Board, load_board
-from .build_info import load_build_info
-from .device_run import device_arrays, judge
+from .board import Board
+from .build_info import build_board, load_build_info
+from .device_run import device_arrays, expected_report, judge
 from .errors import DeviceError, EdgememError, tail
-from .target.device_protocol import parse_device_output
+from .target.device_protocol import check_report, parse_device_output
 from .target.qemu import QemuSerial
 from .target.serial_link import DEFAULT_BAUD, SerialTranscript, end_session, open_port, read_report
 
@@ -84,7 +84,7 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
             f"'{out_dir}' is not a profiling build, so its firmware reports no per-step figures. Rebuild it with "
             "`edgemem build --profile ...` and profile that directory."
         )
-    board = load_board(info.board)
+    board = build_board(info, out_dir)
     if port is None:
         transcript, source = _read_from_qemu(out_dir / "firmware.elf", board, timeout_s)
     else:
@@ -93,6 +93,8 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
     if report.errors or not report.finished:
         problems = "; ".join(report.errors) or "no 'EDGEMEM end' line"
         raise DeviceError(f"the profiling run on {source} failed: {problems}\ndevice output:\n{tail(transcript.text, 3000)}")
+    board_image = port is not None and info.profile is None  # its stack is sized for its own runtime
+    check_report(report, expected_report(info, 0 if board_image else None), source)
     cycles = bool(report.stats.get("tick_cycles"))  # a board image: ticks are core cycles (DWT)
     rows = _step_rows(predicted, report.steps, board, on_qemu=port is None and not cycles)
     outputs = device_arrays(report.outputs, info.outputs)
