@@ -37,8 +37,9 @@ def _hex(b: int) -> str:
 
 def line_comment(text: str) -> str:
     """Text for a comment that ends at the end of its line (# in make and CMake): printable ASCII, one line,
-    no backslash (a trailing one would continue a make comment onto the next line)."""
-    return "".join(chr(b) if b in _PRINTABLE and b != 0x5C else _hex(b) for b in utf8(text))
+    no backslash (a trailing one would continue a make comment onto the next line), no leading '['."""
+    out = "".join(chr(b) if b in _PRINTABLE and b != 0x5C else _hex(b) for b in utf8(text))
+    return _hex(0x5B) + out[1:] if out.startswith("[") else out  # '#[[' would open a CMake bracket comment
 
 
 def c_comment(text: str) -> str:
@@ -79,7 +80,8 @@ def make_word(text: str) -> str:
     receives it: shell-quoted, then '$' doubled and '#' escaped for make. A control character cannot travel on
     a make line (a newline ends it), so each is spelled \\xNN in the word (the value then differs, and says so)."""
     word = "".join(ch if ch == "\t" or not (ord(ch) < 0x20 or ord(ch) == 0x7F) else _hex(ord(ch)) for ch in str(text))
-    return shlex.quote(word).replace("$", "$$").replace("#", "\\#")
+    # make reads '\#' as '#' and halves the backslashes before it: a run of n before '#' is written 2n, then '\#'
+    return re.sub(r"(\\*)#", lambda m: m.group(1) * 2 + "\\#", shlex.quote(word).replace("$", "$$"))
 
 
 def make_words(items) -> str:
