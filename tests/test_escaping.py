@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import re
 import shutil
@@ -196,7 +197,7 @@ def _hostile_model(input_name: str = INPUT_NAME, output_name: str = OUTPUT_NAME)
 
 def _cli(*args, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "edgemem.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
+                          errors="replace", timeout=900)  # fmt: skip  (a file name's own bytes may be echoed)
 
 
 def _no_pwned(*dirs: Path) -> None:
@@ -256,6 +257,16 @@ def test_rich_markup_in_paths_is_printed_as_text(tmp_path):
     a = _cli("analyze", model, cwd=tmp_path)
     assert a.returncode == 0 and "Traceback" not in a.stderr, a.stderr[-3000:]
     assert "[red]m.tflite: operators" in a.stdout
+
+
+def test_undecodable_file_name_builds(tmp_path):
+    """A file name that is not UTF-8 (byte 0xFF): its byte is spelled \\xFF in C comments, the report is written."""
+    model = tmp_path / os.fsdecode(b"bad\xff.tflite")
+    model.write_bytes(_hostile_model("x", "y"))
+    p = _cli("build", model, "-o", tmp_path / "p", cwd=tmp_path)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert "bad\\xFF.tflite" in (tmp_path / "p" / "model.h").read_text()
+    assert "bad\\udcff.tflite" in (tmp_path / "p" / "report.html").read_text()
 
 
 class _Page(HTMLParser):

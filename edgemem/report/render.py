@@ -397,5 +397,6 @@ def write_report(out_dir: str | Path, info: BuildInfo | dict | None = None, prof
         except (OSError, ValueError):
             profile = None
     target = Path(path) if path is not None else out_dir / REPORT_HTML
-    target.write_text(render_report(info, profile))
+    # a file name's undecodable bytes (surrogateescape) have no UTF-8: shown as \udcNN rather than failing the build
+    target.write_text(render_report(info, profile), encoding="utf-8", errors="backslashreplace")
     return target
