@@ -24,7 +24,7 @@ from edgemem.target.host import HOST_COMPILERS, build_host, run_host
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT.parent / "shared" / "models"
-MODEL_FILES = sorted(MODELS.glob("*.tflite")) + sorted((ROOT / "examples").glob("*.tflite"))
+MODEL_FILES = sorted(MODELS.glob("*.tflite")) + sorted(MODELS.glob("published/*.tflite")) + sorted((ROOT / "examples").glob("*.tflite"))
 COMPILERS = [cc for cc in HOST_COMPILERS if shutil.which(cc)]
 HUGE = 1 << 30  # RAM and flash budget for the host build
 SEEDS = (0, 1)

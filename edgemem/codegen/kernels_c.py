@@ -273,6 +273,106 @@ def _lower_math_intrinsics(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(tvm_ffi.structural_map(func.body, (tvm.ir.Call, on_call)))
 
 
+# TVM's C printer (CodeGenCHost) prints min/max as ``((a) > (b) ? (a) : (b))`` with each operand bound to a
+# temporary it remembers by its C text for the rest of the scope, and a store does not forget it: after
+# ``acc[0] = max(acc[0], x)`` a later ``max(acc[0], lo)`` in the same scope reads the temporary holding acc[0]'s
+# value from *before* the store (a 1x1 MAX_POOL_2D, whose one-step reduction leaves both in one loop body, returned
+# the initial -2^31 clamped to -128). A min/max reading memory the kernel writes is therefore printed as a call of a
+# static inline helper (arguments are printed afresh each time, never remembered). One reading only memory the
+# kernel never writes (weights, shifts, its inputs) keeps TVM's form: a remembered copy of those cannot go stale,
+# and the requantization's reuse of one shift load across a 2x2 tile is worth 2-3 % of kws_dscnn's instructions.
+_MINMAX_C_TYPES = {
+    "int8": ("s8", "int8_t"), "int16": ("s16", "int16_t"), "int32": ("s32", "int32_t"), "int64": ("s64", "int64_t"),
+    "uint8": ("u8", "uint8_t"), "uint16": ("u16", "uint16_t"), "uint32": ("u32", "uint32_t"),
+    "uint64": ("u64", "uint64_t"), "float32": ("f32", "float"), "float64": ("f64", "double"),
+}  # fmt: skip
+_MINMAX_RE = re.compile(r"\bem_(max|min)_(s8|s16|s32|s64|u8|u16|u32|u64|f32|f64)\(")
+
+
+def _memory_roots(func: tirx.PrimFunc):
+    """buffer -> the memory it names: a declared view's pointer (after ``_to_pointer_params``) or the buffer
+    itself (a local allocation), so that a view and its base compare equal."""
+    views = []
+    tvm_ffi.structural_walk(func.body, (tirx.DeclBuffer, lambda d: views.append((d.buffer, d.data))))
+
+    def root(buf):
+        for view, data in views:
+            if view.same_as(buf):
+                if _op_name(data) == "tirx.buffer_data":
+                    return root(data.args[0])
+                return data
+        return buf
+
+    return root
+
+
+def _written_memory(func: tirx.PrimFunc, root) -> list:
+    """The memory the kernel may write: stored to, or handed to a call (a micro-kernel's accumulator)."""
+    written = []
+
+    def on_store(store):
+        written.append(root(store.buffer))
+
+    params = list(func.params)
+
+    def on_call(call):
+        # a pointer handed on: a micro-kernel writes only its accumulator (a local allocation; its inputs are
+        # const), a kernel called by a kernel (em_k_*) any of its arguments
+        callee = call.args[0].value if _op_name(call) == "tirx.call_extern" and call.args else ""
+        any_pointer = isinstance(callee, str) and callee.startswith("em_k_")
+        for arg in call.args:
+            if isinstance(arg, tirx.Var) and isinstance(getattr(arg, "ty", None), tvm.ir.PointerType):
+                written.append(arg)
+            elif _op_name(arg) == "tirx.address_of":
+                memory = root(arg.args[0].source)
+                if any_pointer or not any(memory.same_as(p) for p in params):
+                    written.append(memory)
+
+    tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, on_store), (tvm.ir.Call, on_call)])
+    return written
+
+
+def _reads(expr, written: list, root) -> bool:
+    found = []
+
+    def on_load(load):
+        memory = root(load.source)
+        if any(memory.same_as(w) for w in written):
+            found.append(load)
+
+    tvm_ffi.structural_walk(expr, (_TensorLoad, on_load))
+    return bool(found)
+
+
+def _minmax_as_calls(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``max(a, b)`` / ``min(a, b)`` with an operand that loads memory the kernel writes -> ``em_max_<t>(a, b)``
+    (see above). Runs on the pointer-parameter form, where every view's memory is a parameter or an allocation."""
+    root = _memory_roots(func)
+    written = _written_memory(func, root)
+    if not written:
+        return func
+
+    def rewrite(node, name):
+        dtype = str(node.ty)
+        if dtype not in _MINMAX_C_TYPES or not (_reads(node.a, written, root) or _reads(node.b, written, root)):
+            return node
+        return tirx.call_pure_extern(dtype, f"em_{name}_{_MINMAX_C_TYPES[dtype][0]}", node.a, node.b)
+
+    body = tvm_ffi.structural_map(func.body, [(tirx.Max, lambda n: rewrite(n, "max")),
+                                              (tirx.Min, lambda n: rewrite(n, "min"))])  # fmt: skip
+    return func.with_body(body)
+
+
+def _minmax_source(text: str) -> str:
+    """The static inline min/max helpers ``text`` calls, with the comparison TVM's printer would have written."""
+    ctypes = {suffix: ctype for suffix, ctype in _MINMAX_C_TYPES.values()}
+    lines = []
+    for kind, suffix in sorted(set(_MINMAX_RE.findall(text))):
+        ctype, op = ctypes[suffix], ">" if kind == "max" else "<"
+        lines.append(f"static inline {ctype} em_{kind}_{suffix}({ctype} a, {ctype} b) {{ return a {op} b ? a : b; }}")
+    return "\n".join(lines)
+
+
 def _plain_c_pipeline():
     """Factory for ``tvm.tirx.compilation_pipeline.register_tir_pipeline``."""
 
@@ -280,7 +380,7 @@ def _plain_c_pipeline():
     def _pipeline(mod: tvm.ir.IRModule, _ctx) -> tvm.ir.IRModule:
         mod = tvm.ir.transform.Sequential(_lowering_passes())(mod)
         return tvm.IRModule(
-            {gv: _to_pointer_params(f) for gv, f in mod.functions.items()}, attrs=mod.attrs
+            {gv: _minmax_as_calls(_to_pointer_params(f)) for gv, f in mod.functions.items()}, attrs=mod.attrs
         )
 
     def _finalize_host():
@@ -667,7 +767,8 @@ def _unit_source(text: str, protos: list[str], used_mk: set) -> str:
         "/* Generated by edgemem.codegen.kernels_c from TVM TIR. Plain C11, no TVM runtime.\n"
         " * Each kernel returns 0. */"
     )
-    return "\n".join([banner, *includes, _microkernel_source(used_mk, text), *protos, "", text.rstrip() + "\n"])
+    helpers = [h for h in (_minmax_source(text),) if h]
+    return "\n".join([banner, *includes, _microkernel_source(used_mk, text), *helpers, *protos, "", text.rstrip() + "\n"])
 
 
 def _render_header(guard: str, protos: list[str]) -> str:
