@@ -325,15 +325,25 @@ def _board_file(tmp_path: Path, **fields: str) -> Path:
     return path
 
 
-def test_hostile_board_description_runs_nothing_and_the_build_runs_bit_exact(tmp_path):
-    """description is free text: a newline, a make assignment running a shell, '*/' and a linker INCLUDE."""
-    board = _board_file(tmp_path, description=f"x */ INCLUDE pwned.ld /*\nX := $(shell touch {tmp_path}/PWNED_DESC)\n# \"q\\")
+@pytest.mark.parametrize("lines", ["one", "several"])
+def test_hostile_board_description_runs_nothing_and_the_build_runs_bit_exact(lines, tmp_path):
+    """description is free text: '*/' and a linker INCLUDE, a make function, a quote and a trailing backslash on
+    one line (a schema allowing printable text takes it: the build must run bit-exact); then with newlines and a
+    make assignment that runs a shell (refused by a stricter schema, or built): either way nothing runs."""
+    at = f"{tmp_path}/PWNED"
+    description = {"one": f"x */ INCLUDE pwned.ld /* $(shell touch {at}_DESC) `touch {at}_DESC2` # \"q\\",
+                   "several": f"x */ INCLUDE pwned.ld /*\nX := $(shell touch {at}_DESC)\n# \"q\\"}[lines]  # fmt: skip
+    board = _board_file(tmp_path, description=description)
     model = tmp_path / "m.tflite"
     model.write_bytes(_hostile_model("x", "y"))  # plain names: only the board is hostile here
     p = _cli("build", model, "--board", board, "-o", tmp_path / "proj", "--run", "--json", cwd=tmp_path)
     _no_pwned(tmp_path, Path.cwd())
-    assert p.returncode == 0, p.stderr[-4000:]
-    assert json.loads(p.stdout)["run"]["bit_exact"] is True
+    assert "Traceback" not in p.stderr
+    if lines == "one" or p.returncode == 0:
+        assert p.returncode == 0, p.stderr[-4000:]
+        assert json.loads(p.stdout)["run"]["bit_exact"] is True
+    else:
+        assert [line for line in p.stderr.splitlines() if line.startswith("error:")], p.stderr[-3000:]
 
 
 @pytest.mark.parametrize("field", ["cpu", "machine"])
