@@ -346,14 +346,15 @@ def test_hostile_board_description_runs_nothing_and_the_build_runs_bit_exact(lin
         assert [line for line in p.stderr.splitlines() if line.startswith("error:")], p.stderr[-3000:]
 
 
-@pytest.mark.parametrize("field", ["cpu", "machine"])
-def test_hostile_core_cpu_or_qemu_machine_runs_nothing(field, tmp_path):
-    """A shell command in [core] cpu (CPUFLAGS) or [qemu] machine (`make run`): the build either refuses the board
-    file (one error paragraph) or writes the value as one quoted word; either way, neither make nor `make run` runs
-    it."""
+@pytest.mark.parametrize("field", ["cpu", "machine", "name"])
+def test_hostile_core_cpu_qemu_machine_or_name_runs_nothing(field, tmp_path):
+    """A shell command in [core] cpu (CPUFLAGS), [qemu] machine (`make run`) or the board's name (a C string in
+    BOARDDEFS): the build either refuses the board file (one error paragraph) or writes the value as one quoted
+    word; either way, neither make nor `make run` runs it."""
     at = f"{tmp_path}/PWNED"  # absolute: a failed build deletes its directory, and what ran there with it
     hostile = {"cpu": f"cortex-m7 $(shell touch {at}_CPU) ; touch {at}_CPU2",
-               "machine": f"mps2-an500 ; touch {at}_QEMU # $(shell touch {at}_QEMU2)"}[field]  # fmt: skip
+               "machine": f"mps2-an500 ; touch {at}_QEMU # $(shell touch {at}_QEMU2)",
+               "name": f'x" $(shell touch {at}_NAME) ; touch {at}_NAME2 # \\'}[field]  # fmt: skip
     board = _board_file(tmp_path, **{field: hostile})
     model = tmp_path / "m.tflite"
     model.write_bytes(_hostile_model("x", "y"))
