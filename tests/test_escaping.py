@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from edgemem import pipeline
-from edgemem.codegen.escape import c_comment, c_string, cmake_quoted, line_comment, make_word, md_code, md_text, utf8
+from edgemem.codegen.escape import c_comment, c_string, cmake_quoted, cmake_unix_command, line_comment, make_word, md_code, md_text, utf8
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTROL = {chr(i) for i in (*range(0x20), 0x7F)}
@@ -148,6 +148,26 @@ def test_cmake_quoted_argument_is_exactly_the_value(tmp_path):
     assert bad == [], [SAMPLES[i] for i in bad[:5]]
     assert proc.stderr == utf8(_cmake_value(SAMPLES[-1])) + b"\n"  # message() prints the value, and nothing ran
     _nothing_else_written(tmp_path, {"s.cmake", *(f"o{i}" for i in range(len(SAMPLES)))})
+
+
+def test_lib_cpu_flags_split_back_into_exactly_the_flags(tmp_path):
+    """lib/CMakeLists.txt's EDGEMEM_CPU_FLAGS: set() from the quoted string library.py writes, then split by
+    separate_arguments(UNIX_COMMAND) as the file does, gives back each flag exactly (';', '[', ']' and '\\' left
+    out: they survive the split, but a CMake list of the flags joins or splits elements at them)."""
+    rng = random.Random(7)
+    printable = [chr(i) for i in range(0x20, 0x7F) if chr(i) not in ";[]\\"] + ["é", "日"]
+    flag_sets = [[f"-mcpu={''.join(rng.choice(printable) for _ in range(rng.randint(1, 20)))}", "-mthumb"] for _ in range(200)]
+    flag_sets += [["-mcpu=cortex-m7 $(shell touch PWNED)", "-mfpu=`touch PWNED`", '-x"', "'", "${CMAKE_COMMAND}", " a  b "]]
+    lines = []
+    for i, flags in enumerate(flag_sets):
+        lines += [f'set(F "{cmake_quoted(cmake_unix_command(flags))}")', 'separate_arguments(L UNIX_COMMAND "${F}")',
+                  f'foreach(x IN LISTS L)\n  file(APPEND "${{CMAKE_CURRENT_LIST_DIR}}/o{i}" "${{x}}\\n")\nendforeach()']  # fmt: skip
+    (tmp_path / "s.cmake").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = _run(["cmake", "-P", "s.cmake"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for i, flags in enumerate(flag_sets):
+        assert (tmp_path / f"o{i}").read_text(encoding="utf-8").split("\n")[:-1] == flags
+    _nothing_else_written(tmp_path, {"s.cmake", *(f"o{i}" for i in range(len(flag_sets)))})
 
 
 # ---------------------------------------------------------------------------------------------------- Markdown

@@ -106,6 +106,17 @@ def cmake_quoted(text: str) -> str:
     return "".join(out)
 
 
+_UNIX_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+", re.ASCII)
+
+
+def cmake_unix_command(words) -> str:
+    """Words joined so that CMake's separate_arguments(UNIX_COMMAND) splits them back into exactly these words:
+    each character outside a plain set behind a backslash (CMake's UNIX_COMMAND honours a backslash inside
+    quotes too, so POSIX shell quoting would not do). ';', '[', ']' and '\\' survive it, not CMake's lists."""
+    return " ".join(w if _UNIX_SAFE.fullmatch(w) else "".join(c if _UNIX_SAFE.fullmatch(c) else "\\" + c for c in w) or "''"
+                    for w in map(str, words))  # fmt: skip
+
+
 _MD_SPECIAL = set("\\`*[]!|~>")  # what can open emphasis, code, links, tables or quotes mid-line
 
 

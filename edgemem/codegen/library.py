@@ -10,10 +10,10 @@ with ``EDGEMEM_EXTERNAL_ARENA``, the application's own buffer given with ``edgem
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 from .. import __version__
+from .escape import cmake_unix_command
 from .templates import render
 
 LIBRARY_DIR = "lib"
@@ -28,11 +28,6 @@ def without_sections(model_c: str) -> str:
     return SECTION_ATTRIBUTE.sub("", model_c)
 
 
-def _unix_command(flags: list[str]) -> str:
-    """The flags as one string that CMake's separate_arguments(UNIX_COMMAND) splits back into exactly them."""
-    return " ".join(shlex.quote(f) for f in flags)
-
-
 def write_library(project: Path, sources: dict[str, str], board, model_name: str) -> Path:
     """Write ``project/lib`` from the rendered model sources; returns that directory."""
     lib = Path(project) / LIBRARY_DIR
@@ -40,7 +35,7 @@ def write_library(project: Path, sources: dict[str, str], board, model_name: str
     for name in (*MODEL_SOURCES, *MODEL_HEADERS):
         text = sources[name]
         (lib / name).write_text(without_sections(text) if name == "model.c" else text)
-    context = dict(model_name=model_name, board=board, version=__version__, cpu_flags=_unix_command(board.core.gcc_flags),
+    context = dict(model_name=model_name, board=board, version=__version__, cpu_flags=cmake_unix_command(board.core.gcc_flags),
                    sources=MODEL_SOURCES)  # fmt: skip
     (lib / "CMakeLists.txt").write_text(render("lib_CMakeLists.txt.j2", **context))
     (lib / "README.md").write_text(render("lib_README.md.j2", **context))
