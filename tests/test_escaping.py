@@ -183,6 +183,28 @@ def test_markdown_text_and_code_are_one_inert_line():
         assert code.endswith(fence) and fence not in code[len(fence) : -len(fence)]
 
 
+# ---------------------------------------------------------------------------------------------------- templates
+
+# fields of the render contexts that carry a model's, a board file's or a file name's strings (names, text)
+_UNTRUSTED = re.compile(r"model_name|board\.(?!device\.init)|\.name\b|\.member|\.region|\.output|\.kind|\.comment|"
+                        r"\.symbol|\.pool|\bguard|scheduler|algorithm|cpu_flags|qemu_args|\bv\b")  # fmt: skip
+
+
+def test_every_untrusted_field_in_a_generated_file_template_goes_through_an_escaper():
+    """templates/ other than report.html (autoescaped): each {{ }} naming such a field applies an escape.py filter."""
+    from edgemem.codegen.escape import FILTERS
+
+    unfiltered = []
+    for path in sorted((ROOT / "templates").glob("*.j2")):
+        if path.name == "report.html.j2":
+            continue
+        for expr in re.findall(r"{{(.*?)}}", path.read_text()):
+            filters = {f.strip().split("(")[0] for f in expr.split("|")[1:]} | set(re.findall(r"map\('(\w+)'\)", expr))
+            if _UNTRUSTED.search(expr) and not filters & set(FILTERS):
+                unfiltered.append(f"{path.name}: {{{{{expr}}}}}")
+    assert unfiltered == []
+
+
 # ---------------------------------------------------------------------------------------------------- end to end
 
 
