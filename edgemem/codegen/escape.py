@@ -7,7 +7,8 @@ its input (tests/test_escaping.py feeds every byte value to the real gcc, make, 
     c_comment       inside /* ... */ (also linker scripts)     c_string       a C string literal, quotes included
     line_comment    after # in a Makefile or CMakeLists.txt     make_word      one shell word in a Makefile variable
     cmake_quoted    inside "..." of a CMake quoted argument     md_text/md_code  Markdown text / a code span
-    c_identifier    an identifier edgemem made (checked, never escaped)
+    cmake_unix_command  words for separate_arguments(UNIX_COMMAND)
+    c_identifier    an identifier edgemem made (checked, never escaped)   json_in_html  JSON inside <script>
 
 Comments are for people: a character that could end one (newline, '*/', a trailing backslash, '??' trigraphs
 under -std=c11) or that is not printable ASCII is spelled \\xNN, byte by byte of its UTF-8. Strings carry the
