@@ -3,6 +3,15 @@
     .venv/bin/python benchmarks/fuzz.py --runs 200000                    # the long run (benchmarks/fuzz.md)
     .venv/bin/python benchmarks/fuzz.py --runs 20000 --target build      # also TVM import .. C sources
     .venv/bin/python benchmarks/fuzz.py --runs 10000 --seeds small       # what tests/test_fuzz.py runs
+    .venv/bin/python benchmarks/fuzz.py --target odd --runs 500 --seed 1  # differential: odd models vs TFLM
+
+Target `odd` is differential, not coverage-guided: tests/odd_models.py makes valid but odd int8 models from
+consecutive seeds (hostile and duplicate tensor names, one-pixel shapes, 1x1 pools, extreme quantization, fan-out,
+intermediate outputs); each is run by TFLite Micro, built for the host (pipeline.build(compile=False), gcc) in a
+scratch folder that is also the working directory, and run on two seeded inputs. An outcome is `match`,
+`refused` (an EdgememError: a clear refusal), `oracle refuses` (TFLM cannot run it: not judged), `MISMATCH`
+(built, outputs differ), `CRASH` (any other exception), `ESCAPED` (a file outside the output folder, or the
+marker file a hostile name's command would create).
 
 Target `front` (default): every stage a `.tflite` file meets before TVM, in the order `edgemem build` runs them --
 the RAM floor check (`budget.check_floor`: read + validate the flatbuffer, the operator floor, the file-order
@@ -248,6 +257,82 @@ def report(res: dict, argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def odd_outcome(seed: int, scratch: Path) -> tuple[str, str]:
+    """(outcome, detail) of the odd model of ``seed``, built in ``scratch`` (see the module docstring)."""
+    import shutil as _shutil
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from odd_models import odd_model
+    from op_check import build_for_host, compare_built
+
+    from edgemem.errors import EdgememError
+    from edgemem.reference import reference_outputs_many, seeded_inputs
+
+    mark = scratch / "MARK"
+    model = odd_model(seed, str(mark))
+    path = scratch / "model.tflite"
+    path.write_bytes(model.data)
+    try:
+        reference_outputs_many(path, [seeded_inputs(path, 0)], timeout=120)
+    except Exception as e:  # noqa: BLE001 - whatever stops TFLM: not judged
+        return "oracle refuses", f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    cwd = os.getcwd()
+    os.chdir(scratch)
+    try:
+        _, project = build_for_host(path, scratch)
+        compare_built(path, project, scratch, seeds=(0, 1))
+        outcome, detail = "match", model.description
+    except AssertionError as e:
+        outcome, detail = "MISMATCH", f"{model.description}: {str(e).splitlines()[0][:200]}"
+    except EdgememError as e:  # a refusal, if the build refused; a wrong program, if its run did
+        built = (scratch / "project").exists()
+        outcome = "MISMATCH" if built else "refused"
+        detail = f"{model.description}: {type(e).__name__}: {str(e)[:160]}"
+    except Exception as e:  # noqa: BLE001 - anything else is a crash of edgemem
+        outcome, detail = "CRASH", f"{model.description}: {type(e).__name__}: {str(e)[:200]}"
+    finally:
+        os.chdir(cwd)
+    stray = sorted(p.name for p in scratch.iterdir() if p.name not in ("model.tflite", "project", "host", "MARK"))
+    if mark.exists() or stray:
+        outcome, detail = "ESCAPED", f"marker {'created' if mark.exists() else 'absent'}, stray files {stray}"
+    for p in scratch.iterdir():
+        _shutil.rmtree(p) if p.is_dir() else p.unlink()
+    return outcome, detail
+
+
+def run_odd(runs: int, seed: int) -> dict:
+    counts: dict[str, int] = {}
+    bad: list[str] = []
+    reasons: dict[str, int] = {}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="edgemem-odd-") as d:
+        scratch = Path(d) / "work"
+        scratch.mkdir()
+        for s in range(seed, seed + runs):
+            outcome, detail = odd_outcome(s, scratch)
+            counts[outcome] = counts.get(outcome, 0) + 1
+            if outcome == "refused":
+                key = re.sub(r"'[^']*'|#\d+|\d+", "_", detail.split(": ", 1)[-1])[:110]
+                reasons[key] = reasons.get(key, 0) + 1
+            if outcome in ("MISMATCH", "CRASH", "ESCAPED"):
+                bad.append(f"seed {s}: {outcome}: {detail}")
+                print(bad[-1], file=sys.stderr, flush=True)
+    return {"runs": runs, "seed": seed, "seconds": round(time.perf_counter() - t0, 1), "counts": counts, "bad": bad,
+            "reasons": reasons}
+
+
+def odd_report(res: dict, argv: list[str]) -> str:
+    lines = ["# Differential fuzzing with odd models (tests/odd_models.py) against TFLite Micro", "",
+             f"Command: `.venv/bin/python benchmarks/fuzz.py {' '.join(argv)}`", "",
+             f"{res['runs']:,} models (seeds {res['seed']}..{res['seed'] + res['runs'] - 1}) in {res['seconds']} s: "
+             + ", ".join(f"{k} {v:,}" for k, v in sorted(res["counts"].items(), key=lambda kv: -kv[1])) + ".", ""]
+    lines += ["Models that built wrong, crashed or escaped:", "", *(f"- {b}" for b in res["bad"])] if res["bad"] else ["None built wrong, crashed or escaped."]
+    if res["reasons"]:
+        lines += ["", "Refusals by reason (numbers and quoted names blanked):", "",
+                  *(f"- {n:,} x {r}" for r, n in sorted(res["reasons"].items(), key=lambda kv: -kv[1]))]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--worker"]:  # --worker TARGET -- libFuzzer arguments
         worker(argv[1], argv[3:])
@@ -258,9 +343,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per input before it counts as a hang")
     ap.add_argument("--max-len", type=int, default=1 << 20)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--target", choices=sorted(TARGETS), default="front",
-                    help="front: the checks before TVM (fast); build: also the whole build up to the C sources")
+    ap.add_argument("--target", choices=sorted(TARGETS) + ["odd"], default="front",
+                    help="front: the checks before TVM (fast); build: also the whole build up to the C sources; "
+                         "odd: differential, odd models against TFLite Micro (--runs models from --seed)")
     args = ap.parse_args(argv)
+    if args.target == "odd":
+        res = run_odd(args.runs, args.seed)
+        sys.stdout.write(odd_report(res, argv))
+        return 0 if not res["bad"] else 1
     res = run_fuzzer(args.runs, seeds=args.seeds, timeout=args.timeout, max_len=args.max_len, seed=args.seed,
                      target=args.target)  # fmt: skip
     sys.stdout.write(report(res, argv))

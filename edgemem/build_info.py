@@ -37,7 +37,7 @@ class TensorSpec:
 
 
 # Fields that only some builds have: omitted from the JSON when None.
-_OPTIONAL = ("flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "stack", "profile", "board_image",
+_OPTIONAL = ("board_definition", "flash_bytes", "static_ram_bytes", "total_ram_bytes", "fits", "stack", "profile", "board_image",
              "input_outside", "pareto")
 
 
@@ -49,6 +49,9 @@ class BuildInfo:
     # has a default, so such a build can still be flashed, run and reported on.
     model: str  # absolute path of the .tflite file
     board: str
+    # the board file the build was made for, as validated (board.Board.definition): run, profile, validate and
+    # flash use exactly it (``build_board``), never a board looked up by name
+    board_definition: dict | None = None
     arena_bytes: int = 0
     arena_pools: dict[str, int] = field(default_factory=dict)
     lower_bound_bytes: int = 0
@@ -147,6 +150,24 @@ def load_build_info(out_dir: str | Path) -> BuildInfo:
         ) from exc
 
 
+def build_board(info: BuildInfo, project: str | Path):
+    """The board the build in ``project`` was made for: the definition its report recorded, checked again."""
+    from .board import board_from_definition
+
+    where = str(Path(project) / BUILD_INFO)
+    if info.board_definition is None:
+        raise EdgememError(
+            f"'{where}' does not record the definition of its board {info.board} (it was written by an older "
+            "edgemem), so edgemem cannot tell which board file it was built for; rebuild the project with "
+            "`edgemem build --force --board <the board or its .toml>`."
+        )
+    board = board_from_definition(info.board_definition, where)
+    if board.name != info.board:
+        raise EdgememError(f"'{where}' names board {info.board} but records the definition of board {board.name}; "
+                           "rebuild the project with `edgemem build --force`.")  # fmt: skip
+    return board
+
+
 def tensor_spec(info, graph, name: str) -> TensorSpec:
     """The spec of model input/output ``name``: the importer's ``info`` (name, quantization) and the graph's
     tensor (shape, dtype, bytes, producer)."""
@@ -160,7 +181,7 @@ def collect_build_info(model, board, graph, schedule, plan, sizes, schedulers: d
     """The report of a build from its stages' results: the imported model, the board (with the user's
     budget), the operator graph, schedule and arena plan, and the linked firmware's sizes (None if not linked)."""
     info = BuildInfo(
-        model=str(model.path.resolve()), board=board.name, ops=len(graph.ops),
+        model=str(model.path.resolve()), board=board.name, board_definition=board.definition, ops=len(graph.ops),
         scheduler=schedule.scheduler, schedulers_tried=schedulers,
         planner=plan.algorithm, planners_tried=dict(plan.tried),
         arena_bytes=plan.total_bytes, arena_pools=dict(plan.pool_sizes), lower_bound_bytes=plan.lower_bound,

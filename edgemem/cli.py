@@ -505,11 +505,21 @@ def _load_npy(path: Path):
 
 
 def _check_board(project: Path, board: Optional[str]) -> BuildInfo:
-    """The build's edgemem.json, after checking it was built for `board` (when given)."""
-    from .build_info import load_build_info
+    """The build's edgemem.json, after checking it was built for `board` (when given): a board name must be the
+    recorded board's, a board file must hold the recorded definition. The commands then use that recorded
+    definition, never a board looked up by name."""
+    from .board import is_board_file, load_board
+    from .build_info import build_board, load_build_info
 
     info = load_build_info(project)
-    if board is not None and Path(board).stem != info.board:
+    built = build_board(info, project)
+    if board is None:
+        return info
+    if is_board_file(board):
+        if load_board(board).definition != built.definition:
+            raise EdgememError(f"'{project}' was built for another definition of board {built.name} than the one in "
+                               f"{board}; rebuild it with --board {board}, or leave --board out to use the build's own.")  # fmt: skip
+    elif board != info.board:
         raise EdgememError(f"'{project}' was built for board {info.board}, not {board}; rebuild it with --board {board}.")
     return info
 
@@ -523,11 +533,10 @@ def flash(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the flasher is stopped (default: the board's, 120)."),
 ) -> None:
     """Write the built image (firmware.bin) to a real board with openocd, st-flash or pyocd."""
-    from .board import load_board
+    from .build_info import build_board
     from .target.flash import flash as flash_image
 
-    _check_board(project, board)
-    b = load_board(board)
+    b = build_board(_check_board(project, board), project)
     res = flash_image(project, b, tool=tool, timeout_s=timeout)
     out.print(f"$ {res.command_line}", highlight=False, soft_wrap=True, markup=False)
     out.print(res.output.strip(), highlight=False, soft_wrap=True, markup=False)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .board import load_board
-from .build_info import BuildInfo, TensorSpec, load_build_info
-from .budget import board_with_budget
+from .build_info import BuildInfo, TensorSpec, build_board, load_build_info
 from .errors import EdgememError
 
 # Only these operators' int8 outputs may differ from TFLM by one LSB (float exp/log inside).
@@ -90,7 +88,7 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
             f"'{out_dir}' is a profiling build: its firmware reports over the UART with an input built into it. "
             f"Use `edgemem profile {out_dir}`, or rebuild without --profile to run it with your own inputs."
         )
-    board = board_with_budget(load_board(info.board), None, None)
+    board = build_board(info, out_dir)
     if inputs is None:
         from .reference import seeded_inputs
 

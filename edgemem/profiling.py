@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .board import Board, load_board
-from .build_info import load_build_info
+from .board import Board
+from .build_info import build_board, load_build_info
 from .device_run import device_arrays, judge
 from .errors import DeviceError, EdgememError, tail
 from .target.device_protocol import parse_device_output
@@ -84,7 +84,7 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
             f"'{out_dir}' is not a profiling build, so its firmware reports no per-step figures. Rebuild it with "
             "`edgemem build --profile ...` and profile that directory."
         )
-    board = load_board(info.board)
+    board = build_board(info, out_dir)
     if port is None:
         transcript, source = _read_from_qemu(out_dir / "firmware.elf", board, timeout_s)
     else:

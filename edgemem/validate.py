@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from .board import load_board
-from .build_info import BuildInfo, load_build_info
+from .board import Board
+from .build_info import BuildInfo, build_board, load_build_info
 from .errors import DeviceError, EdgememError, ToolchainError, tail
 
 # A runner takes (project dir, inputs) and returns the `device_run.run` report for one inference.
@@ -39,8 +39,8 @@ def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port:
     if count < 1:
         raise EdgememError(f"--count must be at least 1, got {count}.")
     info = load_build_info(project)
-    board = load_board(info.board)
-    run_one = _device_runner(port, board.name, timeout_s, project)
+    board = build_board(info, project)
+    run_one = _device_runner(port, board, timeout_s, project)
     runs = []
     try:
         for seed in range(first_seed, first_seed + count):
@@ -97,11 +97,11 @@ def mismatch_message(report: dict) -> str:
     )
 
 
-def _device_runner(port: str | None, board_name: str, timeout_s: float, project: Path) -> Runner:
+def _device_runner(port: str | None, board: Board, timeout_s: float, project: Path) -> Runner:
     """How one inference reaches the device: QEMU (a fresh run each), or the device on a serial port."""
     if port is not None:
         return SerialDevice(project, port, timeout_s)
-    load_board(board_name).require_qemu()  # a board without a QEMU stand-in stops here, clearly
+    board.require_qemu()  # a board without a QEMU stand-in stops here, clearly
 
     def run_on_qemu(project: Path, inputs: list) -> dict:
         from .device_run import run
@@ -121,7 +121,7 @@ class SerialDevice:
         self.info = load_build_info(project)
         self.where = port
         self.timeout_s = timeout_s
-        baud = load_board(self.info.board).serial_baud or DEFAULT_BAUD
+        baud = build_board(self.info, project).serial_baud or DEFAULT_BAUD
         self.link = open_port(port, baud)
         try:
             report = read_report(self.link, timeout_s=timeout_s, where=port)  # the build's own report comes first

@@ -69,6 +69,9 @@ _NP_TO_TT = {
     np.dtype(np.uint8): TT.UINT8,
     np.dtype(np.int16): TT.INT16,
     np.dtype(np.int64): TT.INT64,
+    np.dtype(np.uint32): TT.UINT32,
+    np.dtype(np.uint64): TT.UINT64,
+    np.dtype(np.bool_): TT.BOOL,
 }
 
 
@@ -95,6 +98,7 @@ class _Op:
     outputs: list
     options_type: int
     options_fn: object  # callable(builder) -> offset, or None
+    custom_options: bytes | None = None  # a CUSTOM operator's options (a flexbuffer)
 
 
 @dataclass
@@ -109,7 +113,7 @@ class ModelBuilder:
     buffers: list = field(default_factory=lambda: [b""])  # buffer 0: empty sentinel
     tensors: list = field(default_factory=list)
     ops: list = field(default_factory=list)
-    opcodes: list = field(default_factory=list)  # [(builtin_code, version)]
+    opcodes: list = field(default_factory=list)  # [(builtin_code, version, custom_code or None)]
 
     def tensor(self, name, shape, dtype, quant=None, signature=None, variable=False) -> int:
         sig = None if signature is None else tuple(int(d) for d in signature)
@@ -124,11 +128,12 @@ class ModelBuilder:
         )
         return len(self.tensors) - 1
 
-    def op(self, builtin, inputs, outputs, options_type=0, options_fn=None, version=1):
-        key = (int(builtin), int(version))
+    def op(self, builtin, inputs, outputs, options_type=0, options_fn=None, version=1, custom_code=None, custom_options=None):
+        """One operator; a CUSTOM one (builtin 32) names its ``custom_code`` and may carry ``custom_options``."""
+        key = (int(builtin), int(version), custom_code)
         if key not in self.opcodes:
             self.opcodes.append(key)
-        self.ops.append(_Op(self.opcodes.index(key), list(inputs), list(outputs), options_type, options_fn))
+        self.ops.append(_Op(self.opcodes.index(key), list(inputs), list(outputs), options_type, options_fn, custom_options))
 
     # -- serialization -----------------------------------------------------
 
@@ -210,6 +215,7 @@ class ModelBuilder:
             ins = self._int_vector(b, tflite.OperatorStartInputsVector, op.inputs, b.PrependInt32)
             outs = self._int_vector(b, tflite.OperatorStartOutputsVector, op.outputs, b.PrependInt32)
             opt = op.options_fn(b) if op.options_fn is not None else None
+            custom = self._int_vector(b, tflite.OperatorStartCustomOptionsVector, list(op.custom_options), b.PrependUint8) if op.custom_options else None
             tflite.OperatorStart(b)
             tflite.OperatorAddOpcodeIndex(b, op.opcode)
             tflite.OperatorAddInputs(b, ins)
@@ -217,6 +223,8 @@ class ModelBuilder:
             if opt is not None:
                 tflite.OperatorAddBuiltinOptionsType(b, op.options_type)
                 tflite.OperatorAddBuiltinOptions(b, opt)
+            if custom is not None:
+                tflite.OperatorAddCustomOptions(b, custom)
             op_offs.append(tflite.OperatorEnd(b))
         ops_vec = self._offset_vector(b, tflite.SubGraphStartOperatorsVector, op_offs)
 
@@ -233,8 +241,11 @@ class ModelBuilder:
         sgs_vec = self._offset_vector(b, tflite.ModelStartSubgraphsVector, [sg])
 
         oc_offs = []
-        for code, version in self.opcodes:
+        for code, version, custom_code in self.opcodes:
+            name = b.CreateString(custom_code) if custom_code is not None else None
             tflite.OperatorCodeStart(b)
+            if name is not None:
+                tflite.OperatorCodeAddCustomCode(b, name)
             tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
             tflite.OperatorCodeAddBuiltinCode(b, code)
             tflite.OperatorCodeAddVersion(b, version)

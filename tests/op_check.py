@@ -124,6 +124,11 @@ def check_model(model, tmp: Path, seeds=SEEDS, **options) -> Comparison:
     """Build ``model`` for the host and compare its outputs with the reference on every seed (the reference runs
     all seeds in one child process)."""
     path, project = build_for_host(model, tmp, **options)
+    return compare_built(path, project, tmp, seeds)
+
+
+def compare_built(path: Path, project: Path, tmp: Path, seeds=SEEDS) -> Comparison:
+    """The host program of an already generated ``project`` against the reference on every seed."""
     exe = build_host(project, Path(tmp) / "host")
     _, outs = model_io_specs(path)
     input_sets = [seeded_inputs(path, seed) for seed in seeds]

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from edgemem import pipeline
-from edgemem.board import _parse_device, list_boards, load_board
+from edgemem.board import list_boards, load_board, validate_board
+from edgemem.errors import EdgememError
 from edgemem.target.qemu import QemuSerial
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,12 +84,13 @@ def test_netduinoplus2_board_image_profiled_over_its_usart(tmp_path):
 
 
 def test_board_file_errors_in_device_sections():
-    from edgemem.board import Core
+    def with_device(cpu: str, device: dict) -> dict:
+        return {"name": "b", "core": {"cpu": cpu, "mpu": cpu != "cortex-m0"}, "flash": {"base": 0, "size": 1 << 20},
+                "ram": [{"name": "sram", "base": 0x20000000, "size": 0x10000}], "device": device}  # fmt: skip
 
-    m4, m0 = Core("cortex-m4"), Core("cortex-m0")
-    with pytest.raises(ValueError, match="cycle counter"):
-        _parse_device({"uart": "nrf51", "uart_base": 0x40002000, "ticks": "dwt", "cpu_hz": 16_000_000}, m0)
-    with pytest.raises(ValueError, match="uart_brr"):
-        _parse_device({"uart": "stm32_usart", "uart_base": 0x40011000, "ticks": "dwt", "cpu_hz": 16_000_000}, m4)
-    with pytest.raises(ValueError, match="init entry #1"):
-        _parse_device({"uart": "nrf51", "uart_base": 0, "ticks": "dwt", "cpu_hz": 1, "init": [[1, 2]]}, m4)
+    with pytest.raises(EdgememError, match=r"\[device\]\.ticks = 'dwt'.*cycle counter"):
+        validate_board(with_device("cortex-m0", {"uart": "nrf51", "uart_base": 0x40002000, "ticks": "dwt", "cpu_hz": 16_000_000}), "b")
+    with pytest.raises(EdgememError, match=r"\[device\]\.uart_brr .*required"):
+        validate_board(with_device("cortex-m4", {"uart": "stm32_usart", "uart_base": 0x40011000, "ticks": "dwt", "cpu_hz": 16_000_000}), "b")
+    with pytest.raises(EdgememError, match=r"\[device\]\.init\[0\] = \[1, 2\]: must have at least 3 items"):
+        validate_board(with_device("cortex-m4", {"uart": "nrf51", "uart_base": 0, "ticks": "dwt", "cpu_hz": 1, "init": [[1, 2]]}), "b")

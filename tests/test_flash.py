@@ -58,10 +58,11 @@ def fake_tools(tmp_path, monkeypatch):
 
 
 def project_for(tmp_path: Path, board: str) -> Path:
-    """A built project as far as flashing cares: edgemem.json naming the board, and firmware.bin."""
+    """A built project as far as flashing cares: edgemem.json naming the board and recording its definition, and
+    firmware.bin."""
     proj = tmp_path / "my project"  # a space: the path must stay one argument / one Tcl word
     proj.mkdir()
-    (proj / "edgemem.json").write_text(json.dumps({"board": board, "model": "m.tflite"}))
+    (proj / "edgemem.json").write_text(json.dumps({"board": board, "model": "m.tflite", "board_definition": load_board(board).definition}))
     (proj / "firmware.bin").write_bytes(IMAGE_BYTES)
     return proj
 
@@ -183,11 +184,11 @@ def test_flasher_settings_are_checked(tmp_path):
     base = (Path(__file__).parents[1] / "boards" / "nucleo-f401re.toml").read_text()
     bad_tool = tmp_path / "bad_tool.toml"
     bad_tool.write_text(base.replace('order = ["openocd", "st-flash", "pyocd"]', 'order = ["jlinkexe"]'))
-    with pytest.raises(EdgememError, match=r"\[flasher\] order must list tools"):
+    with pytest.raises(EdgememError, match=r"\[flasher\]\.order\[0\] = 'jlinkexe': must be one of 'openocd', 'st-flash' or 'pyocd'"):
         load_board(bad_tool)
     no_target = tmp_path / "no_target.toml"
     no_target.write_text(base.replace('target = "stm32f401retx"', ""))
-    with pytest.raises(EdgememError, match=r"missing 'target' in \[flasher.pyocd\]"):
+    with pytest.raises(EdgememError, match=r"\[flasher\.pyocd\]\.target = \(not given\): is required when \[flasher\]\.order lists 'pyocd'"):
         load_board(no_target)
 
 

@@ -108,7 +108,8 @@ def test_board_without_a_qemu_stand_in_is_a_clear_error(example_build, tmp_path)
     proj = tmp_path / "p"
     shutil.copytree(example_build, proj)
     info = json.loads((proj / "edgemem.json").read_text())
-    (proj / "edgemem.json").write_text(json.dumps({**info, "board": "rp2040-pico"}))
+    pico = load_board("rp2040-pico").definition
+    (proj / "edgemem.json").write_text(json.dumps({**info, "board": "rp2040-pico", "board_definition": pico}))
     with pytest.raises(ToolchainError, match="rp2040-pico has no QEMU stand-in"):
         validate(proj, count=1)
 

@@ -21,6 +21,7 @@ from .kernels_c import CKernels, prim_funcs_to_c
 from .templates import render
 
 _CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+           "uint32": "uint32_t", "uint64": "uint64_t",
            "float32": "float", "bool": "uint8_t"}  # bool: one byte 0/1 as TFLite stores it; passed to kernels cast to bool *
 
 

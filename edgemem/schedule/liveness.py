@@ -7,6 +7,8 @@ alias's bytes at its step.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import memory
 from ..ir.graph import OpGraph
 from ..memory import Range as LiveRange  # the steps [first, last] a storage keeps its bytes (alias: in place)
@@ -25,8 +27,16 @@ def arena_buffers(graph: OpGraph, order: list[int], align: int):
     orchestrator measures every candidate module with them (passes/catalogue.evaluate)."""
     from ..plan import Buffer
 
-    return [Buffer(r.name, max(r.size, 1), r.first, r.last, align, heat=float(1 + len(graph.tensors[r.name].consumers)),
-                   alias=r.alias, shift=r.shift, rows=r.rows) for r in live_ranges(graph, order)]  # fmt: skip
+    return [Buffer(r.name, max(r.size, 1), r.first, r.last, _aligned_for(graph, r.name, align),
+                   heat=float(1 + len(graph.tensors[r.name].consumers)), alias=r.alias, shift=r.shift, rows=r.rows)
+            for r in live_ranges(graph, order)]  # fmt: skip
+
+
+def _aligned_for(graph: OpGraph, name: str, align: int) -> int:
+    """The board's alignment, or 8 for a tensor of 8-byte elements (uint64 filter-bank sums, int64): C reads
+    those as whole 8-byte values, which must be 8-aligned on the host (and for LDRD's best case on the core)."""
+    t = graph.tensors.get(name)
+    return max(align, 8) if t is not None and np.dtype(t.dtype).itemsize == 8 else align
 
 
 def live_bytes(ranges: list[LiveRange], steps: int, align: int = 1) -> list[int]:

@@ -402,7 +402,7 @@ def fill(ctx: OpContext):
     return _emit_copy(ctx, "FILL", prim, [ctx.expr(value)], y)
 
 
-_CAST_TYPES = ("int8", "int16", "int32", "float32", "bool")
+_CAST_TYPES = ("int8", "int16", "int32", "uint32", "float32", "bool")
 
 
 @lowering("CAST", types=_CAST_TYPES)
@@ -411,6 +411,8 @@ def cast(ctx: OpContext):
     src, dst = ctx.dtype(x), ctx.dtype(y)
     if dst not in _CAST_TYPES:
         ctx.refuse(f"cast {src} -> {dst} is not supported (edgemem casts between {', '.join(_CAST_TYPES)}).")
+    if "uint32" in (src, dst) and "float32" in (src, dst):  # TFLM's static_cast of a negative float to uint32 is undefined
+        ctx.refuse(f"cast {src} -> {dst} is not supported (uint32 casts to and from the integer types only).")
     return _emit_copy(ctx, "CAST", k.cast(ctx.shape(x), src, dst), [ctx.expr(x)], y)
 
 
