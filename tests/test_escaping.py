@@ -373,7 +373,7 @@ def test_hostile_board_description_runs_nothing_and_the_build_runs_bit_exact(lin
     one line (a schema allowing printable text takes it: the build must run bit-exact); then with newlines and a
     make assignment that runs a shell (refused by a stricter schema, or built): either way nothing runs."""
     at = f"{tmp_path}/PWNED"
-    description = {"one": f"x */ INCLUDE pwned.ld /* $(shell touch {at}_DESC) `touch {at}_DESC2` # \"q\\",
+    description = {"one": f"x */ INCLUDE pwned.ld /* $(shell touch {at}_DESC) `id` # \"q\\",  # < 200 characters
                    "several": f"x */ INCLUDE pwned.ld /*\nX := $(shell touch {at}_DESC)\n# \"q\\"}[lines]  # fmt: skip
     board = _board_file(tmp_path, description=description)
     model = tmp_path / "m.tflite"
