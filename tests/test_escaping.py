@@ -289,7 +289,7 @@ def test_hostile_model_file_name_alone_runs_nothing_in_cmake(tmp_path):
 
 def test_rich_markup_in_paths_is_printed_as_text(tmp_path):
     """A '[/x]' in a path and a '[red]' in a model's name are text on the console, not rich markup (a closing tag
-    that matches nothing was a MarkupError traceback)."""
+    that matches nothing was a MarkupError traceback); control characters in a name are spelled \\xNN."""
     missing = _cli("build", tmp_path / "d[" / "x]" / "m.tflite", "-o", tmp_path / "o", cwd=tmp_path)
     assert missing.returncode == 3 and "Traceback" not in missing.stderr, missing.stderr[-3000:]
     assert f"'{tmp_path}/d[/x]/m.tflite'" in missing.stderr.replace("\n", "")
@@ -299,6 +299,11 @@ def test_rich_markup_in_paths_is_printed_as_text(tmp_path):
     a = _cli("analyze", model, cwd=tmp_path)
     assert a.returncode == 0 and "Traceback" not in a.stderr, a.stderr[-3000:]
     assert "[red]m.tflite: operators" in a.stdout
+    ansi = tmp_path / "\x1b[31mred\x07.tflite"  # an escape sequence and a bell: shown, not sent to the terminal
+    ansi.write_bytes(model.read_bytes())
+    a = _cli("analyze", ansi, cwd=tmp_path)
+    assert a.returncode == 0 and "\x1b" not in a.stdout + a.stderr and "\x07" not in a.stdout
+    assert "\\x1B[31mred\\x07.tflite: operators" in a.stdout
 
 
 def test_undecodable_file_name_builds(tmp_path):
