@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 
+from edgemem.package_data import data_dir
+
 from .escape import FILTERS
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATES_DIR = data_dir("templates")
 
 
 @lru_cache(maxsize=1)
