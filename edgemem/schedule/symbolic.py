@@ -54,7 +54,7 @@ class SymDim:
     hi: int
 
 
-_DIM_SYNTAX = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
+_DIM_SYNTAX = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$", re.ASCII)  # NAME: a C identifier
 
 
 def parse_dim(text: str) -> SymDim:
