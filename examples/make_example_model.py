@@ -103,7 +103,7 @@ class _Op:
 
 @dataclass
 class ModelBuilder:
-    """Collects tensors/buffers/operators of one subgraph, then serializes.
+    """Collects tensors/buffers/operators of one subgraph (and of the others ``subgraph`` adds), then serializes.
 
     ``quant`` dicts have keys ``scale`` (sequence of float), ``zero_point``
     (sequence of int) and optionally ``quantized_dimension`` (int).
@@ -114,6 +114,17 @@ class ModelBuilder:
     tensors: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     opcodes: list = field(default_factory=list)  # [(builtin_code, version, custom_code or None)]
+    children: list = field(default_factory=list)  # subgraphs 1, 2, ... (WHILE's cond and body, IF's branches)
+    name: str = "main"
+    inputs: list = field(default_factory=list)  # of a child subgraph (subgraph 0's are serialize()'s arguments)
+    outputs: list = field(default_factory=list)
+
+    def subgraph(self, name: str) -> "ModelBuilder":
+        """A new subgraph (index 1, 2, ... in call order) sharing this model's buffers and operator codes: add its
+        tensors and operators to it, set its ``inputs`` and ``outputs``; ``serialize`` writes it."""
+        child = ModelBuilder(self.description, self.buffers, [], [], self.opcodes, name=name)
+        self.children.append(child)
+        return child
 
     def tensor(self, name, shape, dtype, quant=None, signature=None, variable=False) -> int:
         sig = None if signature is None else tuple(int(d) for d in signature)
@@ -172,73 +183,9 @@ class ModelBuilder:
             buf_offs.append(tflite.BufferEnd(b))
         buffers_vec = self._offset_vector(b, tflite.ModelStartBuffersVector, buf_offs)
 
-        # Tensors
-        t_offs = []
-        for t in self.tensors:
-            name = b.CreateString(t.name)
-            shape = self._int_vector(b, tflite.TensorStartShapeVector, t.shape, b.PrependInt32)
-            sig = None
-            if t.signature is not None:
-                sig = self._int_vector(b, tflite.TensorStartShapeSignatureVector, t.signature, b.PrependInt32)
-            q_off = None
-            if t.quant is not None:
-                scale = self._int_vector(
-                    b, tflite.QuantizationParametersStartScaleVector,
-                    [float(s) for s in t.quant["scale"]], b.PrependFloat32,
-                )
-                zp = self._int_vector(
-                    b, tflite.QuantizationParametersStartZeroPointVector,
-                    [int(z) for z in t.quant["zero_point"]], b.PrependInt64,
-                )
-                tflite.QuantizationParametersStart(b)
-                tflite.QuantizationParametersAddScale(b, scale)
-                tflite.QuantizationParametersAddZeroPoint(b, zp)
-                tflite.QuantizationParametersAddQuantizedDimension(b, int(t.quant.get("quantized_dimension", 0)))
-                q_off = tflite.QuantizationParametersEnd(b)
-            tflite.TensorStart(b)
-            tflite.TensorAddShape(b, shape)
-            if sig is not None:
-                tflite.TensorAddShapeSignature(b, sig)
-            tflite.TensorAddType(b, t.ttype)
-            tflite.TensorAddBuffer(b, t.buffer)
-            tflite.TensorAddName(b, name)
-            if t.variable:
-                tflite.TensorAddIsVariable(b, True)
-            if q_off is not None:
-                tflite.TensorAddQuantization(b, q_off)
-            t_offs.append(tflite.TensorEnd(b))
-        tensors_vec = self._offset_vector(b, tflite.SubGraphStartTensorsVector, t_offs)
-
-        # Operators
-        op_offs = []
-        for op in self.ops:
-            ins = self._int_vector(b, tflite.OperatorStartInputsVector, op.inputs, b.PrependInt32)
-            outs = self._int_vector(b, tflite.OperatorStartOutputsVector, op.outputs, b.PrependInt32)
-            opt = op.options_fn(b) if op.options_fn is not None else None
-            custom = self._int_vector(b, tflite.OperatorStartCustomOptionsVector, list(op.custom_options), b.PrependUint8) if op.custom_options else None
-            tflite.OperatorStart(b)
-            tflite.OperatorAddOpcodeIndex(b, op.opcode)
-            tflite.OperatorAddInputs(b, ins)
-            tflite.OperatorAddOutputs(b, outs)
-            if opt is not None:
-                tflite.OperatorAddBuiltinOptionsType(b, op.options_type)
-                tflite.OperatorAddBuiltinOptions(b, opt)
-            if custom is not None:
-                tflite.OperatorAddCustomOptions(b, custom)
-            op_offs.append(tflite.OperatorEnd(b))
-        ops_vec = self._offset_vector(b, tflite.SubGraphStartOperatorsVector, op_offs)
-
-        sg_in = self._int_vector(b, tflite.SubGraphStartInputsVector, list(inputs), b.PrependInt32)
-        sg_out = self._int_vector(b, tflite.SubGraphStartOutputsVector, list(outputs), b.PrependInt32)
-        sg_name = b.CreateString("main")
-        tflite.SubGraphStart(b)
-        tflite.SubGraphAddTensors(b, tensors_vec)
-        tflite.SubGraphAddInputs(b, sg_in)
-        tflite.SubGraphAddOutputs(b, sg_out)
-        tflite.SubGraphAddOperators(b, ops_vec)
-        tflite.SubGraphAddName(b, sg_name)
-        sg = tflite.SubGraphEnd(b)
-        sgs_vec = self._offset_vector(b, tflite.ModelStartSubgraphsVector, [sg])
+        subgraphs = [self._serialize_subgraph(b, self, inputs, outputs, "main")]
+        subgraphs += [self._serialize_subgraph(b, c, c.inputs, c.outputs, c.name) for c in self.children]
+        sgs_vec = self._offset_vector(b, tflite.ModelStartSubgraphsVector, subgraphs)
 
         oc_offs = []
         for code, version, custom_code in self.opcodes:
@@ -262,6 +209,73 @@ class ModelBuilder:
         model = tflite.ModelEnd(b)
         b.Finish(model, file_identifier=b"TFL3")
         return bytes(b.Output())
+
+    @staticmethod
+    def _serialize_subgraph(b, sg, inputs, outputs, sg_title) -> int:
+        # Tensors
+        t_offs = []
+        for t in sg.tensors:
+            name = b.CreateString(t.name)
+            shape = ModelBuilder._int_vector(b, tflite.TensorStartShapeVector, t.shape, b.PrependInt32)
+            sig = None
+            if t.signature is not None:
+                sig = ModelBuilder._int_vector(b, tflite.TensorStartShapeSignatureVector, t.signature, b.PrependInt32)
+            q_off = None
+            if t.quant is not None:
+                scale = ModelBuilder._int_vector(
+                    b, tflite.QuantizationParametersStartScaleVector,
+                    [float(s) for s in t.quant["scale"]], b.PrependFloat32,
+                )
+                zp = ModelBuilder._int_vector(
+                    b, tflite.QuantizationParametersStartZeroPointVector,
+                    [int(z) for z in t.quant["zero_point"]], b.PrependInt64,
+                )
+                tflite.QuantizationParametersStart(b)
+                tflite.QuantizationParametersAddScale(b, scale)
+                tflite.QuantizationParametersAddZeroPoint(b, zp)
+                tflite.QuantizationParametersAddQuantizedDimension(b, int(t.quant.get("quantized_dimension", 0)))
+                q_off = tflite.QuantizationParametersEnd(b)
+            tflite.TensorStart(b)
+            tflite.TensorAddShape(b, shape)
+            if sig is not None:
+                tflite.TensorAddShapeSignature(b, sig)
+            tflite.TensorAddType(b, t.ttype)
+            tflite.TensorAddBuffer(b, t.buffer)
+            tflite.TensorAddName(b, name)
+            if t.variable:
+                tflite.TensorAddIsVariable(b, True)
+            if q_off is not None:
+                tflite.TensorAddQuantization(b, q_off)
+            t_offs.append(tflite.TensorEnd(b))
+        tensors_vec = ModelBuilder._offset_vector(b, tflite.SubGraphStartTensorsVector, t_offs)
+        # Operators
+        op_offs = []
+        for op in sg.ops:
+            ins = ModelBuilder._int_vector(b, tflite.OperatorStartInputsVector, op.inputs, b.PrependInt32)
+            outs = ModelBuilder._int_vector(b, tflite.OperatorStartOutputsVector, op.outputs, b.PrependInt32)
+            opt = op.options_fn(b) if op.options_fn is not None else None
+            custom = ModelBuilder._int_vector(b, tflite.OperatorStartCustomOptionsVector, list(op.custom_options), b.PrependUint8) if op.custom_options else None
+            tflite.OperatorStart(b)
+            tflite.OperatorAddOpcodeIndex(b, op.opcode)
+            tflite.OperatorAddInputs(b, ins)
+            tflite.OperatorAddOutputs(b, outs)
+            if opt is not None:
+                tflite.OperatorAddBuiltinOptionsType(b, op.options_type)
+                tflite.OperatorAddBuiltinOptions(b, opt)
+            if custom is not None:
+                tflite.OperatorAddCustomOptions(b, custom)
+            op_offs.append(tflite.OperatorEnd(b))
+        ops_vec = ModelBuilder._offset_vector(b, tflite.SubGraphStartOperatorsVector, op_offs)
+        sg_in = ModelBuilder._int_vector(b, tflite.SubGraphStartInputsVector, list(inputs), b.PrependInt32)
+        sg_out = ModelBuilder._int_vector(b, tflite.SubGraphStartOutputsVector, list(outputs), b.PrependInt32)
+        sg_name = b.CreateString(sg_title)
+        tflite.SubGraphStart(b)
+        tflite.SubGraphAddTensors(b, tensors_vec)
+        tflite.SubGraphAddInputs(b, sg_in)
+        tflite.SubGraphAddOutputs(b, sg_out)
+        tflite.SubGraphAddOperators(b, ops_vec)
+        tflite.SubGraphAddName(b, sg_name)
+        return tflite.SubGraphEnd(b)
 
 
 # -- builtin options helpers (each returns a callable(builder) -> offset) ----
@@ -340,6 +354,16 @@ def fully_connected_options(act=ACT.NONE):
         return tflite.FullyConnectedOptionsEnd(b)
 
     return OPTS.FullyConnectedOptions, fn
+
+
+def while_options(cond: int, body: int):
+    def fn(b):
+        tflite.WhileOptionsStart(b)
+        tflite.WhileOptionsAddCondSubgraphIndex(b, cond)
+        tflite.WhileOptionsAddBodySubgraphIndex(b, body)
+        return tflite.WhileOptionsEnd(b)
+
+    return OPTS.WhileOptions, fn
 
 
 def softmax_options(beta=1.0):

@@ -9,6 +9,7 @@ pipeline-level budget checks; they are not repeated.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -63,9 +64,9 @@ def build_fails(model: Path, tmp_path: Path, code: int, *phrases: str, extra=(),
     return errors[0]
 
 
-def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, extra_subgraphs=0, bad_input_index=None):
+def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, bad_input_index=None):
     """x int8[1,8] -> FULLY_CONNECTED -> h int8[1,4] -> second_op -> y int8[1,4], with one thing broken."""
-    mb = _MultiSubgraphBuilder(copies=1 + extra_subgraphs) if extra_subgraphs else mem.ModelBuilder()
+    mb = mem.ModelBuilder()
     q = mem.qparams(0.05, 0)
     x = mb.tensor("x", (1, 8), np.int8, q)
     w = mb.const("w", np.ones((4, 8), np.int8), mem.qparams(0.01, 0))
@@ -78,19 +79,6 @@ def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, extr
           *mem.fully_connected_options(), version=4)  # fmt: skip
     mb.op(second_op, [h], [y], *(mem.softmax_options() if second_op == OP.SOFTMAX else ()))
     return mb.serialize([x], [y])
-
-
-class _MultiSubgraphBuilder(mem.ModelBuilder):
-    """Writes the one subgraph `copies` times (a model with control flow has several)."""
-
-    def __init__(self, copies: int):
-        super().__init__()
-        self.copies = copies
-
-    def _offset_vector(self, b, start_fn, offsets):
-        if start_fn is tflite.ModelStartSubgraphsVector:
-            offsets = offsets * self.copies
-        return mem.ModelBuilder._offset_vector(b, start_fn, offsets)
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -158,8 +146,34 @@ def test_huge_file_is_refused_before_reading(tmp_path):
 # ---- the model's structure ---------------------------------------------------------------------------------
 
 
-def test_several_subgraphs(tmp_path):
-    build_fails(write(tmp_path, "two.tflite", one_op_fc(extra_subgraphs=1)), tmp_path, UNSUPPORTED, "2 subgraphs", "WHILE/IF")
+def test_while_with_a_run_time_trip_count(tmp_path):
+    """WHILE loops are unrolled at import when their trip count is known at build time (tests/test_while.py); one
+    whose condition compares the counter with a model input is refused, naming the operator and the input."""
+    from while_models import rnn_int8
+
+    build_fails(write(tmp_path, "rnn_n.tflite", rnn_int8(10, runtime_steps=True)), tmp_path, UNSUPPORTED,
+                "trip count is not known at build time", "operator #0 LESS", "'n', computed at run time")  # fmt: skip
+
+
+def test_while_whose_body_is_the_main_graph(tmp_path):
+    """A hostile loop: its body is subgraph 0, which holds the loop itself; refused, not expanded forever."""
+    mb = mem.ModelBuilder()
+    x, y = mb.tensor("x", (), np.int32), mb.tensor("y", (), np.int32)
+    mb.op(OP.WHILE, [mb.const("zero", np.array([0], np.int32))], [y], *mem.while_options(1, 0))
+    cond = mb.subgraph("cond")
+    i, more = cond.tensor("i", (), np.int32), cond.tensor("more", (), np.bool_)
+    cond.op(OP.LESS, [i, cond.const("ten", np.array([10], np.int32))], [more])
+    cond.inputs, cond.outputs = [i], [more]
+    build_fails(write(tmp_path, "loop.tflite", mb.serialize([x], [y])), tmp_path, UNSUPPORTED, "calls itself")
+
+
+def test_while_body_with_an_unsupported_operator(tmp_path):
+    """An unrolled loop's operators go through the support check: one it has no kernel for is named, with its
+    output in the loop (the body tensor's name and the iteration)."""
+    from while_models import rnn_int8
+
+    build_fails(write(tmp_path, "rnn_log.tflite", rnn_int8(3, cell=OP.LOG)), tmp_path, UNSUPPORTED,
+                "no kernel for 3 operator(s)", "LOG (output 'h_next/while3_step0') on int8", "Missing: LOG (int8)")  # fmt: skip
 
 
 def test_dynamic_tensor_names_tensor_and_operator(tmp_path):
@@ -348,3 +362,64 @@ def test_debug_shows_the_traceback(tmp_path):
     """The contrast: --debug is the one way to get a traceback."""
     p = _cli("--debug", "build", str(tmp_path / "nope.tflite"), "-o", str(tmp_path / "o"), cwd=tmp_path)
     assert p.returncode != 0 and "Traceback" in p.stderr and "ModelFileError" in p.stderr
+
+
+# ---- option values that cannot be meant ---------------------------------------------------------------------
+
+
+def test_ram_beyond_the_address_space_is_a_usage_error(tmp_path):
+    """--ram 100000M was an internal error (StopIteration deep in the MPU code)."""
+    build_fails(EXAMPLE, tmp_path, USAGE, "--ram 104,857,600,000", "4 GiB address space", extra=("--ram", "100000M"))
+    build_fails(EXAMPLE, tmp_path, USAGE, "--flash 104,857,600,000", extra=("--flash", "100000M"))
+
+
+@pytest.mark.parametrize("option", ["--schedule-time", "--opt-time"])
+def test_time_budgets_must_be_finite(tmp_path, option):
+    p = _cli("build", str(EXAMPLE), "-o", str(tmp_path / "out"), option, "nan", cwd=tmp_path)
+    assert p.returncode == USAGE and "not a usable time" in " ".join(p.stderr.split()), p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_timeout_nan_is_refused_not_a_hang(tmp_path):
+    """`profile --timeout nan` waited forever (every comparison with NaN is false): now a usage error at once."""
+    from edgemem import pipeline
+
+    out = tmp_path / "p"
+    pipeline.build(EXAMPLE, "mps2-an386", out, pipeline.BuildOptions(profile=True, compile=False, opt_seconds=0))
+    for value in ("nan", "inf", "-1", "0"):
+        p = subprocess.run([sys.executable, "-m", "edgemem.cli", "profile", str(out), "--port", "loop://", "--timeout", value],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+        assert p.returncode == USAGE and "not a usable time" in " ".join(p.stderr.split()), (value, p.stderr)
+
+
+def tiled_float_model() -> bytes:
+    """x float[1,8] -> TILE -> 1 GiB -> RELU -> 1 GiB -> MEAN -> y float[1,1]: the early floor counts on a fusion
+    removing the 1 GiB tensors, which the build does not do (its arena is 2 GiB)."""
+    mb = mem.ModelBuilder()
+    n = 1 << 28
+    x = mb.tensor("x", (1, 8), np.float32)
+    h = mb.tensor("tiled", (1, n), np.float32)
+    mb.op(OP.TILE, [x, mb.const("multiples", np.array([1, n // 8], np.int32))], [h])
+    r = mb.tensor("relu", (1, n), np.float32)
+    mb.op(OP.RELU, [h], [r])
+    y = mb.tensor("y", (1, 1), np.float32)
+    mb.op(OP.MEAN, [r, mb.const("axis", np.array([1], np.int32))], [y], *_keep_dims())  # y [1, 1], as declared
+    return mb.serialize([x], [y])
+
+
+def _keep_dims():
+    def fn(b):
+        tflite.ReducerOptionsStart(b)
+        tflite.ReducerOptionsAddKeepDims(b, True)
+        return tflite.ReducerOptionsEnd(b)
+
+    return mem.OPTS.ReducerOptions, fn
+
+
+def test_analyze_a_model_with_a_1_gib_tensor_does_not_fit(tmp_path):
+    """analyze said "may fit" (exit 0) for a model whose declared tensors alone exceed the board."""
+    model = write(tmp_path, "tiled.tflite", tiled_float_model())
+    p = _cli("analyze", str(model), "--json", cwd=tmp_path)
+    assert p.returncode == DOES_NOT_FIT, p.stdout + p.stderr
+    a = json.loads(p.stdout)
+    assert a["verdict"] == "does not fit" and "1,073,741,824 B" in a["plan_note"]

@@ -69,6 +69,17 @@ def test_fast_depth_uint8_camera_model_bit_exact_under_qemu(tmp_path):
     assert res["arena_high_water_bytes"] == info["arena_bytes"] > 320 * 1024  # it needs the raised budget
 
 
+def test_st_aed_miniresnet_bit_exact_under_qemu(tmp_path):
+    """ST's MiniResNetV2 audio-event model, issue 31's wrong answer (its 1x1 MAX_POOL_2D read a stale accumulator:
+    probabilities off by 0.89): float output after DEQUANTIZE, equal to TFLM's on two seeds, with the build's default
+    passes."""
+    path = published("st_aed_miniresnetv2_1stacks_64x50_int8")
+    info = pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions()).info
+    assert info["fits"] and [t["dtype"] for t in info["outputs"]] == ["float32"]
+    res = _assert_runs_like_tflm(path, tmp_path / "proj", seeds=(0, 1))
+    assert res["arena_high_water_bytes"] == info["arena_bytes"]
+
+
 def test_keyword_svdf_model_bit_exact_under_qemu(tmp_path):
     path = published("tflm_keyword_scrambled_svdf")
     info = pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions()).info

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+from edgemem.package_data import data_dir
+
+from .escape import FILTERS
+
+TEMPLATES_DIR = data_dir("templates")
 
 
 @lru_cache(maxsize=1)
@@ -18,7 +20,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,  # a missing value is a bug, never an empty string in C
         keep_trailing_newline=True,
     )
-    env.filters["shell_quote"] = shlex.quote
+    env.filters.update(FILTERS)  # every string a model, board file or file name supplies goes through one (escape.py)
     return env
 
 

@@ -500,10 +500,12 @@ class _Integerizer:
     def _fully_connected(self, mm, bias, out_scale, out_shape, rq):
         d_in = _dequant(self.g, mm.args[0])
         d_w = _dequant(self.g, mm.args[1])
-        if d_in is None or d_in.is_const or d_w is None or not d_w.is_const:
+        if d_in is None or d_w is None or not d_w.is_const or (d_in.is_const and d_in.scale.size != 1):
             raise UnsupportedModelError("matmul that is not an int8 FULLY_CONNECTED.")
         w = np.ascontiguousarray(d_w.source.T).astype(np.int8)  # back to TFLite's [O, K]
-        x_shape = _shape(d_in.source)
+        # A constant input (step 0 of an unrolled recurrent loop reads the constant initial state) is passed
+        # from flash like the weights.
+        x, x_shape = self._operand(d_in, "FULLY_CONNECTED")
         consts = []
         if d_w.scale.size == 1:
             m, s = fully_connected_multiplier(d_in.scalar_scale, d_w.scalar_scale, out_scale)
@@ -519,7 +521,7 @@ class _Integerizer:
             m = s = None
             w_zp = 0
             consts = [relax.const(mult), relax.const(shift)]
-        args = [self._act(d_in.source), relax.const(w)]
+        args = [x, relax.const(w)]
         if w_zp == 0:  # TFLite's int8 weights are symmetric: the input zero point folds into the bias
             prim = int8_ops.fully_connected_fast(x_shape, w.shape, m, s, rq)
             args.append(relax.const(int8_ops.folded_bias(bias, w, d_in.scalar_zp, out_axis=0)))
@@ -573,15 +575,15 @@ class _Integerizer:
     def _concat(self, var, expr, out_scale, out_zp):
         parts = expr.args[0].fields if isinstance(expr.args[0], relax.Tuple) else None
         ds = [_dequant(self.g, p) for p in parts or []]
-        if not ds or any(d is None or d.is_const for d in ds):
+        if not ds or any(d is None for d in ds) or all(d.is_const for d in ds):
             raise UnsupportedModelError("CONCATENATION is not of dequantized int8 activations.")
         for d in ds:
             if np.float32(d.scalar_scale) != np.float32(out_scale) or d.scalar_zp != out_zp:
                 raise UnsupportedModelError(f"CONCATENATION mixes quantizations (scale {d.scalar_scale} zero point {d.scalar_zp} vs output {out_scale}, {out_zp}); TFLite Micro requires one quantization for int8.")
-        shapes = [_shape(d.source) for d in ds]
+        args, shapes = zip(*[self._operand(d, "CONCATENATION") for d in ds])  # a constant part is read from flash
         axis = int(expr.attrs.axis) % len(shapes[0])
-        prim = int8_ops.concatenation(shapes, axis)
-        return self._call(self._name("concatenation"), prim, [self._act(d.source) for d in ds], _shape(var), "CONCATENATION", 0)
+        prim = int8_ops.concatenation(list(shapes), axis)
+        return self._call(self._name("concatenation"), prim, list(args), _shape(var), "CONCATENATION", 0)
 
     def _requantize(self, var, expr, out_scale, out_zp):
         """TFLite QUANTIZE from int8 to int8 (a change of scale/zero point)."""

@@ -159,10 +159,10 @@ def _unet(upsampling):
     return k.Model(x_in, out)
 
 
-def _recurrent(layer: str, unroll: bool):
+def _recurrent(layer: str, unroll: bool, steps: int = 10):
     tf, k = _keras()
     L = k.layers
-    x_in = k.Input((10, 8), batch_size=1)
+    x_in = k.Input((steps, 8), batch_size=1)
     rnn = getattr(L, layer)(16, unroll=unroll)
     out = L.Dense(4)(rnn(x_in))
     return k.Model(x_in, out)
@@ -182,6 +182,15 @@ def lstm():
 
 def lstm_unrolled():
     return _recurrent("LSTM", True)
+
+
+def gru_seq100():
+    """Keras 3's GRU over 100 steps: a WHILE loop (cond and body subgraphs) that edgemem unrolls at import."""
+    return _recurrent("GRU", False, 100)
+
+
+def lstm_seq100():
+    return _recurrent("LSTM", False, 100)
 
 
 def conv1d_dilated():
@@ -241,7 +250,7 @@ def denoiser_lstm():
 
 ARCHITECTURES = {f.__name__: f for f in (
     mobilenet_v1, mobilenet_v2, mobilenet_v3_small, mobilenet_v3_small_minimalistic, efficientnet_like,
-    transformer_encoder, unet, unet_resize, gru, gru_unrolled, lstm, lstm_unrolled, conv1d_dilated, conv_autoencoder,
+    transformer_encoder, unet, unet_resize, gru, gru_unrolled, lstm, lstm_unrolled, gru_seq100, lstm_seq100, conv1d_dilated, conv_autoencoder,
     kws_dscnn, denoiser_lstm,
 )}  # fmt: skip
 LEGACY_KERAS = {"denoiser_lstm"}
