@@ -61,29 +61,44 @@ def ram_budget(board: Board) -> int:
     return qemu_image(board).default_region.length - board.stack_size
 
 
-def check_floor(model_path: Path, board: Board, passes: tuple[str, ...]) -> None:
+def check_floor(model_path: Path, board: Board, passes: tuple[str, ...], input_outside: bool = False) -> None:
     """Fail before lowering when even the largest single operator cannot fit the board, whatever the memory
     passes that may run (``passes``, catalogue names) remove (each declares it: passes/catalogue.py,
-    memory/floor.py)."""
+    memory/floor.py), patch stages included when ``patches`` may run (its floor: the model input, none with
+    ``input_outside``)."""
     from .frontend.footprint import op_names, operator_floor_bytes
     from .frontend.tflite_import import read_tflite
     from .passes.catalogue import floor_capabilities
 
     model = read_tflite(model_path)
     passes = [n for n in passes if floor_capabilities((n,))]  # those that may remove bytes
-    floor, op_index = operator_floor_bytes(model, capabilities=floor_capabilities(passes, model))
+    caps = floor_capabilities(passes, model, input_outside)
+    floor, op_index = operator_floor_bytes(model, capabilities=caps)
     budget = ram_budget(board)
     if floor > budget:
         plan_bytes, algorithm = file_order_plan(model, board.arena_align)
         raise DoesNotFitError(
             f"{model_path.name} needs at least {floor:,} bytes of activation RAM (operator #{op_index} "
             f"{op_names(model)[op_index]} alone keeps that much live whatever the memory passes that may run "
-            f"({', '.join(passes) or 'none'}) remove, so no operator order or placement can use less) but board "
-            f"{board.name} has {budget:,} bytes left after its {board.stack_size:,}-byte stack "
-            f"({board.ram_bytes:,} B of RAM in all). Best plan found: the file's operator order placed by {algorithm}, "
-            f"{plan_bytes:,} B; operator reordering and the placement searches were skipped, as none can beat that "
-            "floor. Use a board with more RAM, a smaller input resolution, or --ram to plan for a larger budget."
+            f"({', '.join(passes) or 'none'}) remove{patch_assumption(model, caps, input_outside)}, so no operator "
+            f"order or placement can use less) but board {board.name} has {budget:,} bytes left after its "
+            f"{board.stack_size:,}-byte stack ({board.ram_bytes:,} B of RAM in all). Best plan found: the file's "
+            f"operator order placed by {algorithm}, {plan_bytes:,} B; operator reordering and the placement searches "
+            "were skipped, as none can beat that floor. Use a board with more RAM, a smaller input resolution, or "
+            "--ram to plan for a larger budget."
         )
+
+
+def patch_assumption(model, capabilities, input_outside: bool = False) -> str:
+    """What the floor assumed of the patch pass, as a clause ("" when it may not run or splits nothing)."""
+    from .frontend.footprint import patch_stage_ops
+
+    ops = patch_stage_ops(model, capabilities)
+    if not ops:
+        return ""
+    held = "nothing (the input is outside the arena)" if input_outside else "only the model input"
+    return (f"; assumed: operators #{ops[0]}..#{ops[-1]} may run tile by tile in a patch stage (patches, rolling "
+            f"rows), holding {held}, whatever the MAC limit")
 
 
 def file_order_plan(model, align: int) -> tuple[int, str]:
