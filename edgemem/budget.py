@@ -43,11 +43,20 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
     return board
 
 
+# What ``--stack auto`` plans for until the call graph sizes it after compiling (target/stack.py): the shared
+# models' bounds + margin are 464 B (VWW) to 800 B (MobileNetV2-224); the relink with the real figure is checked
+# by the linker, which refuses (exit 5) a stack that outgrew this. Planning with the board's own reservation
+# (16 KiB on stm32f746) instead refused VWW under --ram 48K, where it fits in 38 KB (issue 33).
+AUTO_STACK_PLANNED = 2048
+
+
 def with_stack(board: Board, stack: int | str | None) -> Board:
     """The board with the user's stack reservation (``--stack``): bytes, or "auto" (sized after compiling;
-    until then the board's own reservation is the budget, so planning stays on the safe side)."""
-    if stack is None or stack == "auto":
+    until then AUTO_STACK_PLANNED, or the board's own reservation if smaller)."""
+    if stack is None:
         return board
+    if stack == "auto":
+        return dataclasses.replace(board, stack_size=min(board.stack_size, AUTO_STACK_PLANNED))
     if not isinstance(stack, int) or stack <= 0 or stack % 8:
         raise EdgememError(f"--stack {stack} is not a stack size: give a positive multiple of 8 bytes (with a unit: "
                            "--stack 4K) or --stack auto.")  # fmt: skip
