@@ -266,26 +266,21 @@ def _patch_kernels(mod) -> list[str]:
 
 def test_the_order_of_passes_never_decides_the_split(tmp_path):
     """Issue 33: `patches` before fold_pad (an unfolded PAD ended the stage) or after inplace_residual (a fused
-    residual ends it) left the model unsplit; the split is the expert order's wherever `patches` stands, and
-    the outputs stay TFLite Micro's."""
+    residual ends it) left the model unsplit; wherever `patches` stands in --passes, the module is the expert
+    order's (the same program: the same split, the same kernels). Its outputs are checked under QEMU by
+    test_qemu_bit_exact_and_below_the_unsplit_arena (a rolling stage's C kernel does not run in the Relax VM)."""
     from edgemem.ir import outside as out
     from edgemem.frontend.tflite_import import import_tflite
     from edgemem.passes.lower import lower_to_kernels
     from edgemem.passes.optimize import run_passes
+    from edgemem.passes.orchestrate import module_key
 
     path = tmp_path / "cnn_pad.tflite"
     path.write_bytes(cnn_model(33, 31, 16, pad=True))
     m = import_tflite(path)
     mod = out.mark(lower_to_kernels(m.relax_mod, m.op_labels))
     expert = ("fold_pad", "patches", *pp.FINISH)
-    splits = {}
-    for order in (expert, ("patches", "fold_pad", *pp.FINISH), ("fold_pad", *pp.FINISH, "patches")):
-        new, _ = run_passes(mod, order)
-        splits[order] = _patch_kernels(new)
-        if order != expert:
-            x = seeded_inputs(path, 0)
-            got = vm_run(new, x)
-            for g, want in zip(got, tflm_outputs(path, x)):
-                np.testing.assert_array_equal(g, want)
-    assert splits[expert], "the expert order splits this model"
-    assert len(set(map(tuple, splits.values()))) == 1, splits
+    done = {order: run_passes(mod, order)[0] for order in (expert, ("patches", "fold_pad", *pp.FINISH),
+                                                           ("fold_pad", *pp.FINISH, "patches"))}  # fmt: skip
+    assert _patch_kernels(done[expert]), "the expert order splits this model"
+    assert len({module_key(new) for new in done.values()}) == 1, {o: _patch_kernels(n) for o, n in done.items()}
