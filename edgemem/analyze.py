@@ -194,6 +194,11 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     verdict = "fits" if fits else ("may fit" if floor <= budget and plan["unmodeled"] else "does not fit")
     if weights > board.flash_bytes:
         verdict = "does not fit"
+    big_bytes, big_name = _largest_activation(model, constants)
+    if verdict == "may fit" and big_bytes > budget:  # the floor counted on a fusion the build does not do for it
+        verdict = "does not fit"
+        plan["note"] += (f"; tensor '{big_name}' alone is {big_bytes:,} B, more than the {budget:,} B of RAM for the "
+                         "arena: no modeled pass removes it, so no build fits")  # fmt: skip
     return Analysis(
         model=str(path), board=board.name, operators=rows, unsupported=[u.label() for u in missing],
         arena_bytes=plan["arena_bytes"], arena_pools=plan["arena_pools"], lower_bound_bytes=plan["lower_bound_bytes"],
@@ -204,6 +209,18 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         board_flash_bytes=board.flash_bytes, macs=sum(r.macs for r in rows), verdict=verdict,
         symbolic=_largest_fitting(path, board, budget) if _symbolic_dim(model) else {},
     )  # fmt: skip
+
+
+def _largest_activation(model, constants: frozenset) -> tuple[int, str]:
+    """(bytes, name) of the largest tensor the model declares that is not a constant: what RAM must hold whole
+    unless a pass removes it."""
+    sg = model.Subgraphs(0)
+    best = (0, "")
+    for t in range(sg.TensorsLength()):
+        tensor = sg.Tensors(t)
+        if t not in constants and not is_constant(model, tensor):
+            best = max(best, (tensor_bytes(tensor), tensor_name(sg, t)))
+    return best
 
 
 # ---------------------------------------------------------------- the build's plan, from the flatbuffer

@@ -18,8 +18,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from edgemem.errors import EdgememError, ToolchainError
+from edgemem.package_data import data_dir
 
-BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+BOARDS_DIR = data_dir("boards")
 
 # Peripheral kinds a board file may name; each is one driver file, firmware/drivers/timer_<kind>.c or
 # uart_<kind>.c (tests/test_image.py checks the two lists agree).

@@ -26,7 +26,14 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
             f"--ram {ram:,} leaves nothing next to board {board.name}'s {board.stack_size:,}-byte stack: give the "
             f"RAM budget (bytes or with a unit) more than the stack, e.g. --ram {board.ram_bytes // 1024}K."
         )
-    for what, size in (("--ram", ram), ("--flash", flash)):
+    for what, size, region in (("--ram", ram, board.default_ram), ("--flash", flash, board.flash)):
+        if size is not None and region.base + size > 1 << 32:  # before the MPU and linker code that assume it
+            raise EdgememError(
+                f"{what} {size:,} does not fit a 32-bit microcontroller: board {board.name}'s {region.name} starts at "
+                f"0x{region.base:08X}, so {size:,} bytes would end beyond the 4 GiB address space. Give a size the "
+                f"board could have, e.g. {what} {(board.ram_bytes if what == '--ram' else board.flash_bytes) // 1024}K "
+                "(its own)."
+            )
         if size is not None and size % 32:  # checked here, not deep in the MPU code that needs it
             raise EdgememError(
                 f"{what} {size:,} is not a multiple of 32 bytes, which the memory protection regions and the linker "

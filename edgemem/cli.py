@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -20,6 +21,7 @@ from rich.table import Table
 
 from .build_info import BuildInfo
 from .errors import EdgememError
+from .project_dir import Interrupted
 from .sizes import parse_size
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Deploy a .tflite model to a microcontroller in the least RAM.")
@@ -42,6 +44,15 @@ def _fail(exc: BaseException) -> None:
     raise typer.Exit(1)
 
 
+def _interrupted(exc: BaseException) -> None:
+    """Stopped by a signal: say so (the output directory is never half-written: project_dir.OutputDir)."""
+    signum = getattr(exc, "signum", signal.SIGINT)
+    err.print(f"[bold red]interrupted[/] ({signal.Signals(signum).name}): stopped; an output directory being "
+              "written was left as it was before (or, if the signal came as it was swapped in, complete).",
+              highlight=False, soft_wrap=True)  # fmt: skip
+    raise typer.Exit(128 + signum)
+
+
 def _errors(command):
     """The command, with every failure reported by _fail (typer's own exits and usage errors pass through)."""
 
@@ -51,6 +62,8 @@ def _errors(command):
             return command(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
+        except (KeyboardInterrupt, Interrupted) as exc:  # SIGINT/SIGTERM: a message and 128 + the signal
+            _interrupted(exc)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one message
             _fail(exc)
 
@@ -112,6 +125,28 @@ def _percent(text: Optional[str]) -> Optional[float]:
         raise typer.BadParameter(f"{text!r} is not an allowed slowdown: give a finite percentage >= 0 (0: no slower "
                                  "than the fastest candidate; --minimize for any slowdown).") from None  # fmt: skip
     return value
+
+
+def _seconds(text, *, zero: bool) -> Optional[float]:
+    """A time option: a finite number of seconds, > 0 (or >= 0 where ``zero``); NaN would never time out."""
+    if text is None:
+        return None
+    try:
+        value = float(str(text).strip().removesuffix("s"))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number of seconds (give e.g. 30 or 2.5).") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise typer.BadParameter(f"{text!r} is not a usable time: give a finite number of seconds "
+                                 f"{'>= 0' if zero else '> 0'}, e.g. 30.")  # fmt: skip
+    return value
+
+
+def _timeout(text) -> Optional[float]:
+    return _seconds(text, zero=False)
+
+
+def _budget_seconds(text) -> Optional[float]:
+    return _seconds(text, zero=True)
 
 
 def _stack(text: Optional[str]):
@@ -231,8 +266,8 @@ def build(
     flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Plan for this much flash instead of the board's: bytes or with a unit (1M, 512K)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output directory."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
-    schedule_time: float = typer.Option(2.0, "--schedule-time", help="Seconds the operator schedulers may take."),
-    opt_time: Optional[float] = typer.Option(None, "--opt-time", min=0.0, help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the operator schedulers may take."),
+    opt_time: Optional[float] = typer.Option(None, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
     minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10 %% to spare (e.g. to take inplace_overlap)."),
     max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", parser=_percent, metavar="PCT", help="Take the least arena among the memory-pass sequences predicted at most PCT %% slower than the fastest one found (default: the fastest that fits the RAM budget; --minimize: any slowdown)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
@@ -278,13 +313,15 @@ def build(
                 _refresh_report(out_dir, res)
     if as_json:
         _json({**result.info.to_json(), "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "output_arrays"}} if res else {})})
-        return
-    out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
-    _print_build(result.info)
-    if res and profile:
-        _print_profile(res)
-    elif res:
-        _print_run(res)
+    else:
+        out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
+        _print_build(result.info)
+        if res and profile:
+            _print_profile(res)
+        elif res:
+            _print_run(res)
+    if res:
+        _exit_on_verdict(res, profiled=profile)
 
 
 def _input_outside(where: str) -> bool:
@@ -346,6 +383,7 @@ def run(
         _json(res)
     else:
         _print_run(res)
+    _exit_on_verdict(res, profiled=False)
 
 
 @app.command("profile")
@@ -355,7 +393,7 @@ def profile_cmd(
     board: Optional[str] = typer.Option(None, "--board", "-b", help="Must match the build's board if given."),
     port: Optional[str] = typer.Option(None, "--port", help="Serial port of the board (/dev/ttyACM0) or a pyserial URL; without it the firmware runs under QEMU and is read over QEMU's UART."),
     baud: Optional[int] = typer.Option(None, "--baud", help="Serial baud rate (default: the board file's, else 115200)."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the whole report."),
+    timeout: float = typer.Option(120.0, "--timeout", parser=_timeout, metavar="SECONDS", help="Seconds to wait for the whole report."),
     save: Optional[Path] = typer.Option(None, "--save", help="Where to write the JSON report (default PROJECT/profile.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
@@ -369,8 +407,27 @@ def profile_cmd(
         _json(res)
     else:
         _print_profile(res)
-    if not res["arena_matches_plan"] or res["matches_reference"] is False:
+    _exit_on_verdict(res, profiled=True)
+
+
+def _exit_on_verdict(res: dict, *, profiled: bool) -> None:
+    """After the table: exit 7 if a profiled arena differs from the plan, 8 if the outputs differ from the
+    oracle (as `edgemem validate`), each with one paragraph on stderr."""
+    from .validate import MismatchError
+
+    if profiled and not res["arena_matches_plan"]:
+        err.print(f"[bold red]error:[/] the measured arena high-water ({res['arena_high_water_bytes']:,} B) differs from "
+                  f"the plan ({res['arena_bytes']:,} B) at some step (MISMATCH rows above): the firmware does not use "
+                  "memory as planned. Rebuild the project; if it persists, report it with the model.",
+                  highlight=False, soft_wrap=True)  # fmt: skip
         raise typer.Exit(7)
+    if res["matches_reference"] is False:
+        label, _ = _oracle_verdict(res)
+        err.print(f"[bold red]error:[/] the device's outputs of {Path(res['model']).name} on {res['board']} differ from "
+                  f"the oracle ({label.removeprefix('vs ')}): max |diff| {res['max_abs_diff']}, beyond what is tolerated. "
+                  "The firmware computes something else: rebuild it from the model (`edgemem build --force`) and, if it "
+                  "persists, report it with the model and this run's --json.", highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(MismatchError.exit_code)
 
 
 def _refresh_report(project: Path, profile: dict) -> None:
@@ -388,8 +445,8 @@ def analyze(
     ram: Optional[int] = typer.Option(None, "--ram", parser=_size, metavar="SIZE", help="Judge against this much RAM instead of the board's (320K, 1M, bytes)."),
     flash: Optional[int] = typer.Option(None, "--flash", parser=_size, metavar="SIZE", help="Judge against this much flash instead of the board's."),
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="As `build --pool-per-region`."),
-    schedule_time: float = typer.Option(2.0, "--schedule-time", help="As `build --schedule-time`."),
-    opt_time: float = typer.Option(5.0, "--opt-time", min=0.0, help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
+    schedule_time: float = typer.Option(2.0, "--schedule-time", parser=_budget_seconds, metavar="SECONDS", help="As `build --schedule-time`."),
+    opt_time: float = typer.Option(5.0, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="As `build --passes`."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="As `build --stack` (auto: judged with the board's reservation)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
@@ -531,7 +588,7 @@ def flash(
     project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
     board: str = typer.Option(..., "--board", "-b", help="The board to flash; must match the build's board."),
     tool: Optional[str] = typer.Option(None, "--tool", help="Use this flasher (openocd, st-flash, pyocd) instead of the board's first installed one."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the flasher is stopped (default: the board's, 120)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", parser=_timeout, metavar="SECONDS", help="Seconds before the flasher is stopped (default: the board's, 120)."),
 ) -> None:
     """Write the built image (firmware.bin) to a real board with openocd, st-flash or pyocd."""
     from .build_info import build_board

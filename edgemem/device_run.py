@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .build_info import BuildInfo, TensorSpec, build_board, load_build_info
 from .errors import EdgememError
+from .target.device_protocol import Expected, check_report
 
 # Only these operators' int8 outputs may differ from TFLM by one LSB (float exp/log inside).
 LSB_TOLERANT = {"SOFTMAX", "LOGISTIC", "TANH"}
@@ -30,6 +31,15 @@ def reference_outputs(model_path: str, inputs: list) -> tuple[list | None, str |
         return run_reference(model_path, inputs)
     except RuntimeError:
         return None, None
+
+
+def expected_report(info: BuildInfo, stack_bytes: int | None = None) -> Expected:
+    """What a device report of this build must hold (device_protocol.check_report)."""
+    import numpy as np
+
+    sizes = [int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize for s in info.outputs]
+    pools = dict(info.arena_pools) or {"arena": info.arena_bytes}
+    return Expected(sizes, pools, info.stack_reserved_bytes if stack_bytes is None else stack_bytes, info.board_ram_bytes)
 
 
 def device_arrays(raw_outputs: list[bytes], specs: list[TensorSpec]) -> list:
@@ -95,6 +105,7 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
         inputs = seeded_inputs(info.model, seed)
     inputs = [checked_input(np.asarray(x), spec, i) for i, (x, spec) in enumerate(zip(inputs, info.inputs))]
     report = run_firmware(Path(out_dir) / "firmware.elf", board, [x.tobytes() for x in inputs], timeout_s)
+    check_report(report, expected_report(info), f"QEMU ({board.name})")
     outputs = device_arrays(report.outputs, info.outputs)
     result = {
         "model": info.model, "board": info.board, "arena_bytes": info.arena_bytes,

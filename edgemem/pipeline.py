@@ -25,7 +25,7 @@ from .build_info import BuildInfo, collect_build_info
 from .errors import DoesNotFitError, ToolchainError
 from .ir.graph import OpGraph
 from .plan import ArenaPlan
-from .project_dir import check_output_dir, write_atomically
+from .project_dir import OutputDir
 from .schedule import Schedule
 from .target.image import DEVICE_DIR
 from .target.toolchain import FirmwareSizes
@@ -87,7 +87,17 @@ class Stages:
 
 def build(model_path: str | Path, board_name: str, out_dir: str | Path, options: BuildOptions | None = None,
           observer: StageObserver | None = None) -> BuildResult:  # fmt: skip
-    """The whole pipeline for one model and one board; raises EdgememError subclasses on bad input."""
+    """The whole pipeline for one model and one board; raises EdgememError subclasses on bad input.
+
+    The output directory is checked and locked first (project_dir.OutputDir): a directory that may not be
+    written is refused before the expensive stages, and the old one stays until the new one is complete."""
+    options = options or BuildOptions()
+    with OutputDir(out_dir, options.overwrite, model_path) as target:
+        return _build(model_path, board_name, target, options, observer)
+
+
+def _build(model_path: str | Path, board_name: str, target: OutputDir, options: BuildOptions,
+           observer: StageObserver | None) -> BuildResult:  # fmt: skip
     from .codegen.library import write_library
     from .codegen.model_c import PoolLayout, compile_kernels, render_model, render_profile_inputs
     from .frontend.tflite_import import import_tflite
@@ -101,11 +111,10 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     from .target.image import qemu_image
     from .target.toolchain import render_image
 
-    options = options or BuildOptions()
+    out_dir = target.out_dir
     stage = Stages(observer)
     t0 = time.perf_counter()
     with stage("check"):  # what can be refused from the file alone, before the expensive stages
-        check_output_dir(Path(model_path), Path(out_dir))
         board = with_stack(board_with_budget(load_board(board_name), options.ram, options.flash), options.stack)
         budget = ram_budget(board)
         if not options.input_outside:  # the flatbuffer floor counts the input in the arena at every reader
@@ -156,13 +165,14 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
             if options.compile:
                 result.sizes = _link(project, board, plan)
                 stack = _stack_bound(project, board)
+                _check_stack(options.stack, stack, "the firmware")
                 if options.stack == "auto":  # relink with the call graph's bound + margin (target/stack.py)
                     result.board = _auto_stack(project, board, stack, options.pool_per_region, options.profile)
                     result.sizes = _link(project, result.board, plan)
         device_sizes = None
         if board_image:
             with stage("board image"):
-                device_sizes = _link_device(project, board, plan, sources, options.stack == "auto")
+                device_sizes = _link_device(project, board, plan, sources, options.stack)
         with stage("report"):
             info = collect_build_info(model, result.board, graph, schedule, plan, result.sizes, schedulers,
                                       stack_estimate=stack.bytes if stack else 0, seconds=0.0)  # fmt: skip
@@ -188,7 +198,7 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
         info.write(project)
         result.info = info
 
-    write_atomically(Path(out_dir), options.overwrite, fill)
+    target.write(fill)
     return result
 
 
@@ -208,10 +218,11 @@ def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
         raise
 
 
-def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, auto_stack: bool = False) -> FirmwareSizes:
+def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, stack: int | str | None = None) -> FirmwareSizes:
     """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
     cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads); with
-    ``auto_stack`` its stack sized from its own call graph (its UART runtime differs from QEMU's)."""
+    ``stack`` "auto" its stack sized from its own call graph (its UART runtime differs from QEMU's), with a
+    size in bytes that size checked against that graph."""
     from .target.image import device_image
     from .target.toolchain import render_image, render_linker_script
 
@@ -219,13 +230,28 @@ def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, au
     render_image(image, project, sources=sources)
     device_dir = project / DEVICE_DIR
     sizes = _link(device_dir, board, plan)
-    if auto_stack:
+    _check_stack(stack, _stack_bound(device_dir, board), "the board image")
+    if stack == "auto":
         from .target.stack import auto_stack_size, stack_bound
 
         size = auto_stack_size(stack_bound(device_dir, board.core.has_fpu))
         render_linker_script(image, project, stack_size=size)
         sizes = _link(device_dir, dataclasses.replace(board, stack_size=size), plan)
     return sizes
+
+
+def _check_stack(reserved: int | str | None, bound, what: str) -> None:
+    """Refuse a --stack size below the call graph's bound (target/stack.py): the firmware could overflow it."""
+    if not isinstance(reserved, int) or bound is None or reserved >= bound.bytes:
+        return
+    from .target.stack import auto_stack_size
+
+    irq = f" + {bound.interrupt_bytes:,} B for an interrupt ({bound.interrupt_handler})" if bound.interrupt_bytes else ""
+    raise DoesNotFitError(
+        f"--stack {reserved:,} is below the stack {what} can use: its call graph's bound is {bound.bytes:,} B (the "
+        f"deepest chain {' -> '.join(bound.main_path)} {bound.main_bytes:,} B{irq}), so the stack could overflow into "
+        f"the data and the arena. Give --stack {auto_stack_size(bound):,} (the bound + a margin) or more, or --stack auto."
+    )
 
 
 def _stack_bound(project: Path, board: Board):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from .board import Board
 from .build_info import build_board, load_build_info
-from .device_run import device_arrays, judge
+from .device_run import device_arrays, expected_report, judge
 from .errors import DeviceError, EdgememError, tail
-from .target.device_protocol import parse_device_output
+from .target.device_protocol import check_report, parse_device_output
 from .target.qemu import QemuSerial
 from .target.serial_link import DEFAULT_BAUD, SerialTranscript, end_session, open_port, read_report
 
@@ -93,6 +93,8 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
     if report.errors or not report.finished:
         problems = "; ".join(report.errors) or "no 'EDGEMEM end' line"
         raise DeviceError(f"the profiling run on {source} failed: {problems}\ndevice output:\n{tail(transcript.text, 3000)}")
+    board_image = port is not None and info.profile is None  # its stack is sized for its own runtime
+    check_report(report, expected_report(info, 0 if board_image else None), source)
     cycles = bool(report.stats.get("tick_cycles"))  # a board image: ticks are core cycles (DWT)
     rows = _step_rows(predicted, report.steps, board, on_qemu=port is None and not cycles)
     outputs = device_arrays(report.outputs, info.outputs)

@@ -112,7 +112,8 @@ def model_io_specs(model: str | os.PathLike | bytes):
         if ttype not in _TFLITE_DTYPES:
             raise NotImplementedError(f"tensor type {ttype} not supported")
         shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
-        return (t.Name().decode(), shape, np.dtype(_TFLITE_DTYPES[ttype]))
+        name = t.Name()  # optional in the schema: TFLM's own benchmark models leave it out
+        return (name.decode(errors="replace") if name else f"#{tensor_index}", shape, np.dtype(_TFLITE_DTYPES[ttype]))
 
     ins = [spec(int(i)) for i in sg.InputsAsNumpy()]
     outs = [spec(int(i)) for i in sg.OutputsAsNumpy()]

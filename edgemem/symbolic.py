@@ -14,7 +14,7 @@ from pathlib import Path
 from .board import load_board
 from .budget import board_with_budget, ram_budget
 from .errors import DoesNotFitError
-from .project_dir import write_atomically
+from .project_dir import check_replaceable, write_atomically
 
 SYMBOLIC_INFO = "edgemem_symbolic.json"
 
@@ -34,8 +34,10 @@ def plan_for_range(model_path: str | Path, board_name: str, dims: list, *, ram: 
     from .schedule.symbolic import SymDag, parse_dim, schedule_symbolic
 
     t0 = time.perf_counter()
-    board = board_with_budget(load_board(board_name), ram, flash)
     path = Path(model_path)
+    if out_dir is not None:  # refused before the planning, not after it (checked again under the lock)
+        check_replaceable(Path(out_dir), overwrite, path)
+    board = board_with_budget(load_board(board_name), ram, flash)
     parsed = [parse_dim(d) if isinstance(d, str) else d for d in dims]
     dag = SymDag.from_tflite(path, parsed, board.arena_align)
     order, _, schedulers = schedule_symbolic(dag, schedule_seconds)
@@ -78,6 +80,6 @@ def plan_for_range(model_path: str | Path, board_name: str, dims: list, *, ram: 
                 (project / name).write_text(text)
             (project / SYMBOLIC_INFO).write_text(json.dumps(info, indent=2) + "\n")
 
-        write_atomically(Path(out_dir), overwrite, fill)
+        write_atomically(Path(out_dir), overwrite, fill, path)
         info["files"] = sorted(sources)
     return info

@@ -135,8 +135,8 @@ class SerialDevice:
     def __call__(self, project: Path, inputs: list) -> dict:
         import numpy as np
 
-        from .device_run import device_arrays, judge
-        from .target.device_protocol import parse_device_output
+        from .device_run import device_arrays, expected_report, judge
+        from .target.device_protocol import check_report, parse_device_output
         from .target.serial_link import run_request
 
         data = b"".join(np.ascontiguousarray(x).tobytes() for x in inputs)
@@ -144,6 +144,7 @@ class SerialDevice:
         report = parse_device_output(reply.text, 0, self.info.board)
         if not reply.finished or report.errors or len(report.outputs) != len(self.info.outputs):
             raise DeviceError(f"the device on {self.where} did not answer the request with its outputs:\n{tail(reply.text, 2000)}")
+        check_report(report, expected_report(self.info, 0), self.where)  # a reply has outputs only: their sizes
         return judge(self.info, inputs, device_arrays(report.outputs, self.info.outputs))
 
     def close(self) -> None:

@@ -82,3 +82,78 @@ def residual_model(seed: int = 0) -> bytes:
     out = mb.tensor("out", (1, 8, 8, 8), np.int8, _Q)
     mb.op(mm.OP.ADD, [y1, y2], [out], *mm.add_options(mm.ACT.NONE), version=2)
     return mb.serialize([x], [out])
+
+
+def uint8_edges_model(in_q=(1 / 255, 0), q_in=(1 / 255, -128), q_conv=(0.05, -3), out_q=(0.05, 125), seed: int = 0) -> bytes:
+    """A camera model's pattern (OpenMV's FastDepth): uint8 x[1,8,8,3] (``in_q``) -> QUANTIZE -> int8 (``q_in``)
+    -> CONV_2D 3x3 (``q_conv``) -> QUANTIZE -> uint8 y[1,8,8,4] (``out_q``). The default scales are the
+    converter's (same scale, zero points 128 apart: TFLM's x ^ 0x80 shortcut); others take Requantize's
+    multiplier and clamp."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem uint8 edges test")
+    x = mb.tensor("x", (1, 8, 8, 3), np.uint8, mm.qparams([in_q[0]], [in_q[1]]))
+    xq = mb.tensor("xq", (1, 8, 8, 3), np.int8, mm.qparams([q_in[0]], [q_in[1]]))
+    mb.op(mm.OP.QUANTIZE, [x], [xq])
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    ws = np.full(4, 0.01, np.float32)
+    wt = mb.const("conv/w", w, mm.qparams(ws, 0, 0))
+    b = mb.const("conv/b", rng.integers(-200, 200, 4).astype(np.int32), mm.qparams(ws * np.float32(q_in[0]), 0, 0))
+    yq = mb.tensor("yq", (1, 8, 8, 4), np.int8, mm.qparams([q_conv[0]], [q_conv[1]]))
+    mb.op(mm.OP.CONV_2D, [xq, wt, b], [yq], *mm.conv2d_options(1, mm.PAD.SAME, mm.ACT.NONE), version=3)
+    y = mb.tensor("y", (1, 8, 8, 4), np.uint8, mm.qparams([out_q[0]], [out_q[1]]))
+    mb.op(mm.OP.QUANTIZE, [yq], [y], version=2)
+    return mb.serialize([x], [y])
+
+
+def _split_options(n):
+    import tflite
+
+    def fn(b):
+        tflite.SplitOptionsStart(b)
+        tflite.SplitOptionsAddNumSplits(b, n)
+        return tflite.SplitOptionsEnd(b)
+
+    return mm.OPTS.SplitOptions, fn
+
+
+def _unpack_options(n, axis):
+    import tflite
+
+    def fn(b):
+        tflite.UnpackOptionsStart(b)
+        tflite.UnpackOptionsAddNum(b, n)
+        tflite.UnpackOptionsAddAxis(b, axis)
+        return tflite.UnpackOptionsEnd(b)
+
+    return mm.OPTS.UnpackOptions, fn
+
+
+def split_fc_model(how: str = "split", n: int = 2, seed: int = 0) -> bytes:
+    """A GRU cell's pattern (XMOS's denoisers): int8 x -> SPLIT (x[1, 8n] in ``n`` [1,8] pieces) or UNPACK (x[n,8]
+    in its ``n`` rows [8]) -> a FULLY_CONNECTED 8 -> 6 on each piece -> ADD (when n > 1) -> y[1,6]. The
+    FULLY_CONNECTEDs read the pieces of a multi-output operator; with n = 1 (a Keras RNN unrolled over one time
+    step) that operator has a single output."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem split fc test")
+    q = {"scale": [0.05], "zero_point": [-3]}
+    if how == "split":
+        x = mb.tensor("x", (1, 8 * n), np.int8, q)
+        pieces = [mb.tensor(f"x{i}", (1, 8), np.int8, q) for i in range(n)]
+        axis = mb.const("axis", np.array(1, np.int32))
+        mb.op(mm.OP.SPLIT, [axis, x], pieces, *_split_options(n))
+    else:
+        x = mb.tensor("x", (n, 8), np.int8, q)
+        pieces = [mb.tensor(f"x{i}", (8,), np.int8, q) for i in range(n)]
+        mb.op(mm.OP.UNPACK, [x], pieces, *_unpack_options(n, 0))
+    outs = []
+    for i, piece in enumerate(pieces):
+        w = mb.const(f"fc{i}/w", rng.integers(-127, 128, (6, 8)).astype(np.int8), mm.qparams([0.01], 0))
+        b = mb.const(f"fc{i}/b", rng.integers(-300, 300, 6).astype(np.int32), mm.qparams([0.05 * 0.01], 0))
+        y = mb.tensor(f"fc{i}", (1, 6), np.int8, mm.qparams([0.04], [2 - i]))
+        mb.op(mm.OP.FULLY_CONNECTED, [piece, w, b], [y], *mm.fully_connected_options(mm.ACT.NONE), version=4)
+        outs.append(y)
+    if n == 1:
+        return mb.serialize([x], outs)
+    out = mb.tensor("y", (1, 6), np.int8, mm.qparams([0.06], [-1]))
+    mb.op(mm.OP.ADD, outs, [out], *mm.add_options(mm.ACT.NONE), version=2)
+    return mb.serialize([x], [out])

@@ -9,6 +9,7 @@ pipeline-level budget checks; they are not repeated.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -348,3 +349,55 @@ def test_debug_shows_the_traceback(tmp_path):
     """The contrast: --debug is the one way to get a traceback."""
     p = _cli("--debug", "build", str(tmp_path / "nope.tflite"), "-o", str(tmp_path / "o"), cwd=tmp_path)
     assert p.returncode != 0 and "Traceback" in p.stderr and "ModelFileError" in p.stderr
+
+
+# ---- option values that cannot be meant ---------------------------------------------------------------------
+
+
+def test_ram_beyond_the_address_space_is_a_usage_error(tmp_path):
+    """--ram 100000M was an internal error (StopIteration deep in the MPU code)."""
+    build_fails(EXAMPLE, tmp_path, USAGE, "--ram 104,857,600,000", "4 GiB address space", extra=("--ram", "100000M"))
+    build_fails(EXAMPLE, tmp_path, USAGE, "--flash 104,857,600,000", extra=("--flash", "100000M"))
+
+
+@pytest.mark.parametrize("option", ["--schedule-time", "--opt-time"])
+def test_time_budgets_must_be_finite(tmp_path, option):
+    p = _cli("build", str(EXAMPLE), "-o", str(tmp_path / "out"), option, "nan", cwd=tmp_path)
+    assert p.returncode == USAGE and "not a usable time" in " ".join(p.stderr.split()), p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_timeout_nan_is_refused_not_a_hang(tmp_path):
+    """`profile --timeout nan` waited forever (every comparison with NaN is false): now a usage error at once."""
+    from edgemem import pipeline
+
+    out = tmp_path / "p"
+    pipeline.build(EXAMPLE, "mps2-an386", out, pipeline.BuildOptions(profile=True, compile=False, opt_seconds=0))
+    for value in ("nan", "inf", "-1", "0"):
+        p = subprocess.run([sys.executable, "-m", "edgemem.cli", "profile", str(out), "--port", "loop://", "--timeout", value],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+        assert p.returncode == USAGE and "not a usable time" in " ".join(p.stderr.split()), (value, p.stderr)
+
+
+def tiled_float_model() -> bytes:
+    """x float[1,8] -> TILE -> 1 GiB -> RELU -> 1 GiB -> MEAN -> y float[1,1]: the early floor counts on a fusion
+    removing the 1 GiB tensors, which the build does not do (its arena is 2 GiB)."""
+    mb = mem.ModelBuilder()
+    n = 1 << 28
+    x = mb.tensor("x", (1, 8), np.float32)
+    h = mb.tensor("tiled", (1, n), np.float32)
+    mb.op(OP.TILE, [x, mb.const("multiples", np.array([1, n // 8], np.int32))], [h])
+    r = mb.tensor("relu", (1, n), np.float32)
+    mb.op(OP.RELU, [h], [r])
+    y = mb.tensor("y", (1, 1), np.float32)
+    mb.op(OP.MEAN, [r, mb.const("axis", np.array([1], np.int32))], [y])
+    return mb.serialize([x], [y])
+
+
+def test_analyze_a_model_with_a_1_gib_tensor_does_not_fit(tmp_path):
+    """analyze said "may fit" (exit 0) for a model whose declared tensors alone exceed the board."""
+    model = write(tmp_path, "tiled.tflite", tiled_float_model())
+    p = _cli("analyze", str(model), "--json", cwd=tmp_path)
+    assert p.returncode == DOES_NOT_FIT, p.stdout + p.stderr
+    a = json.loads(p.stdout)
+    assert a["verdict"] == "does not fit" and "1,073,741,824 B" in a["plan_note"]

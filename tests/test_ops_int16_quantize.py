@@ -230,7 +230,8 @@ def test_mixed(name, tmp_path):
 
 def test_support_by_tensor_types():
     """The registry's predicate: a float32 QUANTIZE is edgemem's int16 lowering only when its output is int16
-    (float32 -> int8 stays with TVM's import and integerize), int16 -> int32 is refused up front."""
+    (float32 -> int8 stays with TVM's import and integerize); int16 -> int32 is a lowering (TFLM's Requantize, tests/
+    test_published.py), uint8 -> int16 (which TFLM's QUANTIZE refuses too) is refused up front."""
     import tflite
 
     from edgemem.frontend.ops import registry
@@ -246,15 +247,17 @@ def test_support_by_tensor_types():
     assert registry.find("QUANTIZE", "float32", t16) is not None
     assert registry.find("QUANTIZE", "float32", t8) is None
     assert registry.find("QUANTIZE", "float32") is None  # no tensor types: predicates cannot be decided
-    model, _, t32 = types(quantize_model("QUANTIZE", (2, 3), I16, np.int32, (0.001, 0), (0.0001, 0)))
-    assert registry.find("QUANTIZE", "int16", t32) is None
+    _, _, t32 = types(quantize_model("QUANTIZE", (2, 3), I16, np.int32, (0.001, 0), (0.0001, 0)))
+    assert registry.find("QUANTIZE", "int16", t32) is not None
+    model, _, tu8 = types(quantize_model("QUANTIZE", (2, 3), np.uint8, I16, (0.001, 0), (0.0001, 0)))
+    assert registry.find("QUANTIZE", "uint8", tu8) is None
     missing = unsupported_operators(model, ["QUANTIZE"])
-    assert [(u.index, u.name, u.operand_type) for u in missing] == [(0, "QUANTIZE", "int16")]
+    assert [(u.index, u.name, u.operand_type) for u in missing] == [(0, "QUANTIZE", "uint8")]
 
 
-def test_int16_to_int32_refused(tmp_path):
-    with pytest.raises(UnsupportedModelError, match=r"QUANTIZE \(int16\)"):
-        build_for_host(quantize_model("QUANTIZE", (2, 3), I16, np.int32, (0.001, 0), (0.0001, 0)), tmp_path)
+def test_uint8_to_int16_refused(tmp_path):
+    with pytest.raises(UnsupportedModelError, match=r"QUANTIZE \(uint8\)"):
+        build_for_host(quantize_model("QUANTIZE", (2, 3), np.uint8, I16, (0.001, 0), (0.0001, 0)), tmp_path)
 
 
 def test_planner_counts_int16_at_two_bytes(tmp_path):

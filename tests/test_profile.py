@@ -200,3 +200,66 @@ def test_reports_parse_into_steps():
     assert report.finished and report.outputs == [bytes([1, 2, 255])]
     assert report.steps == [{"step": 0, "ticks": 5, "stack_bytes": 8, "high_water_bytes": [16]}]
     assert np.frombuffer(report.outputs[0], np.int8).tolist() == [1, 2, -1]
+
+
+# ---------------------------------------------------------------- reports that cannot be the build's: exit 7
+
+
+@pytest.fixture(scope="module")
+def profiling_build(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fakeprof") / "p"
+    pipeline.build(EXAMPLE, "mps2-an386", out, pipeline.BuildOptions(profile=True, compile=False, opt_seconds=0))
+    return out
+
+
+def _honest_report(project: Path, **change) -> list[bytes]:
+    """The report the firmware of ``project`` would send (its plan's per-step figures, TFLM's outputs for the
+    build's seeded input); ``change``: output hex, extra stats or a step's stack replaced."""
+    from edgemem.build_info import load_build_info
+
+    info = load_build_info(project)
+    pred = info.profile
+    outputs = change.get("outputs")
+    if outputs is None:
+        ref = tflm_outputs(EXAMPLE, seeded_inputs(EXAMPLE, pred["seed"]))
+        outputs = [np.asarray(r).tobytes().hex() for r in ref]
+    lines = ["EDGEMEM ready", "EDGEMEM begin board=mps2-an386"]
+    lines += [f"EDGEMEM output {i} {h}" for i, h in enumerate(outputs)]
+    for s in pred["steps"]:
+        stack = change.get("step_stack", 200) if s["step"] == 0 else 200
+        lines.append(f"EDGEMEM step {s['step']} ticks=10 stack={stack} hw={','.join(map(str, s['high_water_bytes']))}")
+    stats = {"arena_high_water_bytes": info.arena_bytes, "stack_peak_bytes": 300, "stack_size_bytes": 16384,
+             **change.get("stats", {})}  # fmt: skip
+    lines += [f"EDGEMEM stat {k}={v}" for k, v in stats.items()] + ["EDGEMEM end"]
+    return [_line(x) for x in lines]
+
+
+def _profile_cli(project: Path, script: list[bytes]) -> subprocess.CompletedProcess:
+    dev = FakeDevice(script, hang_up=False)
+    try:
+        return subprocess.run([sys.executable, "-m", "edgemem.cli", "profile", str(project), "--port", dev.url,
+                               "--timeout", "20", "--save", str(project.parent / "profile.json")],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
+    finally:
+        dev.close()
+
+
+def test_fake_device_with_an_honest_report_profiles_bit_exact(profiling_build):
+    """The control for the three below: the fake device's honest report passes, bit-exact, exit 0."""
+    p = _profile_cli(profiling_build, _honest_report(profiling_build))
+    assert p.returncode == 0, p.stderr
+    assert "bit-exact" in p.stdout
+
+
+@pytest.mark.parametrize("change, phrase", [
+    ({"outputs": []}, "0 output line(s) where the model has 1"),  # before: zip() compared nothing, "bit-exact"
+    ({"outputs": ["0102"]}, "output 0 has 2 bytes where the model's has 4"),  # before: a reshape traceback
+    ({"stats": {"stack_peak_bytes": -4}}, "stack_peak_bytes=-4 is negative"),  # before: accepted
+    ({"step_stack": 10**9}, "step 0 stack 1,000,000,000 B beyond"),  # before: accepted
+    ({"stats": {"bss_bytes": 10**12}}, "bss_bytes=1,000,000,000,000 beyond the board's"),  # before: accepted
+])  # fmt: skip
+def test_a_report_that_cannot_be_the_builds_exits_7(profiling_build, change, phrase):
+    p = _profile_cli(profiling_build, _honest_report(profiling_build, **change))
+    assert p.returncode == DeviceError.exit_code == 7, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr and phrase in " ".join(p.stderr.split()), p.stderr
+    assert "bit-exact" not in p.stdout

@@ -8,7 +8,9 @@ is checked on hand-written call graphs whose deepest chains are worked out by ha
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from edgemem import budget, device_run, pipeline
-from edgemem.errors import EdgememError, ToolchainError
+from edgemem.errors import DoesNotFitError, EdgememError, ToolchainError
 from edgemem.reference import seeded_inputs, tflm_outputs
 from edgemem.target import stack
 
@@ -112,13 +114,39 @@ def test_auto_stack_is_the_bound_plus_margin_and_covers_the_painted_peak(auto_bu
 
 
 def test_a_stack_below_the_painted_peak_faults(auto_build, tmp_path):
-    """The control: the same model with the stack 64 bytes under the measured peak must not run."""
+    """The control: the same model with the stack 64 bytes under the measured peak must not run. The build
+    refuses such a --stack (below the call graph's bound), so the firmware is linked here by hand."""
+    from edgemem.board import load_board
+    from edgemem.target.toolchain import build_firmware
+
     proj, result = auto_build
     measured = device_run.run(proj)["peak_stack_bytes"]
     small = (measured - 64) // 8 * 8
-    pipeline.build(EXAMPLE, "stm32f746", tmp_path / "small", pipeline.BuildOptions(stack=small, opt_seconds=0))
+    with pytest.raises(DoesNotFitError, match=f"below the stack the firmware can use: its call graph's bound is {result.info['stack']['bound_bytes']:,} B"):
+        pipeline.build(EXAMPLE, "stm32f746", tmp_path / "refused", pipeline.BuildOptions(stack=small, opt_seconds=0))
+    pipeline.build(EXAMPLE, "stm32f746", tmp_path / "small", pipeline.BuildOptions(stack=small, opt_seconds=0, compile=False))
+    build_firmware(tmp_path / "small", dataclasses.replace(load_board("stm32f746"), stack_size=small))
     with pytest.raises(EdgememError, match="stack_overflow|fault"):
         device_run.run(tmp_path / "small")
+
+
+def test_cli_stack_below_the_call_graph_bound_is_refused(tmp_path):
+    """--stack 64 was accepted ("fits: true") and the firmware overflowed its stack: now exit 5 naming the bound."""
+    out = tmp_path / "s64"
+    proc = subprocess.run([sys.executable, "-m", "edgemem.cli", "build", str(EXAMPLE), "-b", "mps2-an386", "-o", str(out),
+                           "--opt-time", "0", "--stack", "64"], capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    assert proc.returncode == 5, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "Traceback" not in text and "--stack 64 is below" in text and "call graph's bound is" in text, text
+    bound = int(re.search(r"bound is ([\d,]+) B", text).group(1).replace(",", ""))
+    assert bound > 64 and f"--stack {auto_stack_size_of(bound):,}" in text
+    assert not out.exists()
+
+
+def auto_stack_size_of(bound_bytes: int) -> int:
+    from edgemem.target.stack import margin_bytes
+
+    return -(-(bound_bytes + margin_bytes(bound_bytes)) // 8) * 8
 
 
 def test_cli_stack_auto_and_units(tmp_path):

@@ -129,3 +129,26 @@ def test_one_lsb_on_softmax_matches_unless_bit_exact_is_required():
     strict = summarize("m.tflite", "b", runs, device="QEMU", require_bit_exact=True)
     assert not strict["all_match"]
     assert not summarize("m.tflite", "b", _runs((0, True), (3, False)), device="QEMU")["all_match"]
+
+
+def test_run_exits_8_when_the_outputs_differ_and_still_prints_the_table(broken_build, example_build):
+    """`edgemem run` printed a difference from TFLite Micro and exited 0; now it exits 8, as validate does."""
+    bad = CliRunner().invoke(app, ["run", str(broken_build)])
+    assert bad.exit_code == MismatchError.exit_code, bad.output
+    assert "max |diff|" in bad.output and "differ from the oracle" in " ".join(bad.output.split())  # table, then why
+    good = CliRunner().invoke(app, ["run", str(example_build)])
+    assert good.exit_code == 0 and "bit-exact" in good.output, good.output
+
+
+def test_build_run_exits_8_when_the_outputs_differ(tmp_path, monkeypatch):
+    """build --run with an oracle that disagrees (its outputs shifted by 3): the run's verdict sets the exit code."""
+    real = device_run.reference_outputs
+
+    def shifted(model_path, inputs):
+        outputs, oracle = real(model_path, inputs)
+        return [(np.asarray(o).astype(np.int16) + 3).clip(-128, 127).astype(np.int8) for o in outputs], oracle
+
+    monkeypatch.setattr(device_run, "reference_outputs", shifted)
+    res = CliRunner().invoke(app, ["build", str(EXAMPLE), "-b", "mps2-an386", "-o", str(tmp_path / "p"), "--opt-time", "0", "--run"])
+    assert res.exit_code == MismatchError.exit_code, res.output
+    assert "max |diff| 3" in res.output and (tmp_path / "p" / "firmware.elf").is_file()

@@ -150,11 +150,43 @@ def _lowering_passes() -> list:
         tirx.transform.RemoveNoOp(),
         s_tir.transform.RewriteUnsafeSelect(),
         tirx.transform.CommonSubexprElim(),
+        _drop_unused_bindings(),
+        tirx.transform.RemoveNoOp(),
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         # no AnnotateEntryFunc (it adds a __tvm_ffi_main wrapper), no SplitHostDevice,
         # no MakePackedAPI.
     ]
+
+
+def _unused_binding(func: tirx.PrimFunc):
+    """A ``Bind`` whose variable nothing reads and whose value calls nothing, or None."""
+    uses: dict = {}
+    tvm_ffi.structural_walk(func.body, (tirx.Var, lambda v: uses.__setitem__(v, uses.get(v, 0) + 1)))
+    found = []
+
+    def on_bind(b):
+        calls = []
+        tvm_ffi.structural_walk(b.value, (tvm.ir.Call, calls.append))
+        if not found and uses.get(b.var, 0) <= 1 and not calls:  # its one occurrence is the binding itself
+            found.append(b)
+
+    tvm_ffi.structural_walk(func.body, (tirx.Bind, on_bind))
+    return found[0] if found else None
+
+
+def _drop_unused_bindings():
+    """CSE can leave a binding whose uses it replaced by its own variable (seen on a FULLY_CONNECTED fused with an
+    ADD that reads it twice): C would warn of an unused variable (an error under -Werror). Such a binding (a pure
+    value) becomes a no-op, which RemoveNoOp then drops; one at a time, as dropping one can leave another unused."""
+
+    @tirx.transform.prim_func_pass(opt_level=0, name="EdgememDropUnusedBindings")
+    def _pass(func, _mod, _ctx):
+        while (dead := _unused_binding(func)) is not None:
+            func = func.with_body(tvm_ffi.structural_map(func.body, (tirx.Bind, lambda b: tirx.Evaluate(tirx.IntImm("int32", 0)) if b.same_as(dead) else b)))
+        return func
+
+    return _pass
 
 
 def _op_name(call) -> str | None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import shlex
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+from edgemem.package_data import data_dir
+
+TEMPLATES_DIR = data_dir("templates")
 
 
 @lru_cache(maxsize=1)

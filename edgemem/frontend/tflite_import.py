@@ -295,12 +295,29 @@ def _converter_class():
                 entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model),
                                           ops_registry.operator_types(self.subgraph, op))
                 if entry is not None:
-                    return entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
+                    ret = entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
+                    return self._bind_outputs(op, ret)
                 if fallback is None:
                     raise tvm.error.OpNotImplemented(f"edgemem has no lowering of '{name}' for this operand type")
                 return fallback(op=op)
 
             return convert
+
+        def _bind_outputs(self, op, ret):
+            """A lowering of a multi-output operator (SPLIT, SPLIT_V, UNPACK) returns a tuple of one expression per
+            output; each output tensor is bound to its own here, so the import does not depend on how TVM's loop
+            unpacks a result: it takes a one-output operator's whole result (a tuple) for that output, which broke
+            a FULLY_CONNECTED reading a one-piece UNPACK (a Keras RNN unrolled over one time step)."""
+            if not isinstance(ret, relax.Tuple):
+                return ret
+            outputs = self.get_output_tensors(op)
+            if len(ret.fields) != len(outputs):
+                raise tvm.error.InternalError(f"a lowering gave {len(ret.fields)} results for {len(outputs)} outputs")
+            for out, piece in zip(outputs, ret.fields):
+                self.exp_tab.set_expr(tf.get_tensor_name(self.subgraph, out.tensor_idx), piece)
+                if isinstance(piece, relax.Var):
+                    self.op_of_var[piece] = self._index_of[op._tab.Pos]
+            return ret
 
         def _recorded(self, convert):
             """The converter with its result bound to a variable now, remembered as the operator's output: a

@@ -1,7 +1,8 @@
 """QUANTIZE and DEQUANTIZE kernels with TFLite Micro's arithmetic for the int16 cases (quantize_common.cc,
 dequantize.cc; reference/quantize.h, dequantize.h, requantize.h): float32 -> int16 at a model's float input,
 int16 -> float32 at its float output, and the integer requantizations that join int8 and int16 parts of a model
-(int8 -> int16, int16 -> int8, int16 -> int16). The int8-only cases (float32 -> int8, int8 -> float32,
+(int8 -> int16, int16 -> int8, int16 -> int16), a uint8 model input (uint8 -> int8) and the int32 outputs
+(int8 or int16 -> int32). The int8-only cases (float32 -> int8, int8 -> float32,
 int8 -> int8) are int8_ops.quantize_float / dequantize_float / requantize, built by passes/integerize.py.
 """
 
@@ -13,14 +14,18 @@ from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier
 
 
 def _type_range(dtype: str) -> tuple[int, int]:
-    bits = int(dtype.lstrip("int"))
+    """The values of an integer type (int8 ... int32, uint8), what TFLM's Requantize clamps to."""
+    if dtype.startswith("uint"):
+        return 0, (1 << int(dtype[4:])) - 1
+    bits = int(dtype[3:])
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 
 def requantize(shape, in_dtype: str, out_dtype: str, in_zp: int, multiplier: int, shift: int, out_zp: int):
     """QUANTIZE between integer types (TFLM's Requantize): (x - in_zp) times QuantizeMultiplier(in / out)
     (MultiplyByQuantizedMultiplier's int32 form, double rounding), plus out_zp, clamped to the output type.
-    TFLM's only shortcut (a 128 shift between int8 and uint8) does not apply to these types."""
+    TFLM's one shortcut (int8 <-> uint8 at the same scale with zero points 128 apart: x ^ 0x80) computes the same
+    values as this general form (the multiplier is then exactly 1), so it needs no kernel of its own."""
     lo, hi = _type_range(out_dtype)
     x = te.placeholder(tuple(shape), in_dtype, name="x")
 

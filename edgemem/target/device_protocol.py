@@ -130,3 +130,71 @@ def _parse_step(line: str) -> dict | None:
         return None
     return {"step": int(m.group(1)), "ticks": int(m.group(2)), "stack_bytes": int(m.group(3)),
             "high_water_bytes": [int(v) for v in m.group(4).split(",")]}  # fmt: skip
+
+
+@dataclass
+class Expected:
+    """What a report of one build must hold: its outputs' byte sizes, its arena pools and the RAM around them."""
+
+    output_bytes: list[int]
+    pools: dict[str, int]  # pool name -> planned bytes (the arena)
+    stack_bytes: int  # the build's reservation (0: unknown)
+    ram_bytes: int  # the board's RAM
+
+
+def check_report(report: DeviceReport, expected: Expected, where: str) -> None:
+    """Refuse (DeviceError, exit 7) a report that cannot be this build's: an output missing or of the wrong size,
+    a negative figure, a high-water mark beyond its pool, a stack peak beyond the stack, static data beyond the
+    RAM. Without this, zip() over the outputs compared nothing and a silent device was "bit-exact"."""
+    problems = _output_problems(report.outputs, expected.output_bytes) + _stat_problems(report, expected)
+    problems += _step_problems(report.steps, expected)
+    if problems:
+        raise DeviceError(
+            f"the report from {where} cannot be this build's: {'; '.join(problems)}. The device runs other firmware, "
+            "was reset mid-report, or its output was corrupted: flash (or rebuild) this build and retry.\n"
+            f"device output:\n{tail(report.raw, 2000)}"
+        )
+
+
+def _output_problems(outputs: list[bytes], sizes: list[int]) -> list[str]:
+    problems = []
+    if len(outputs) != len(sizes):
+        problems.append(f"{len(outputs)} output line(s) where the model has {len(sizes)} output(s)")
+    for i, (raw, size) in enumerate(zip(outputs, sizes)):
+        if len(raw) != size:
+            problems.append(f"output {i} has {len(raw):,} bytes where the model's has {size:,}")
+    return problems
+
+
+def _stat_problems(report: DeviceReport, expected: Expected) -> list[str]:
+    problems = [f"{key}={value} is negative" for key, value in report.stats.items() if value < 0]
+    arena = sum(expected.pools.values())
+    hw = report.stats.get("arena_high_water_bytes")
+    if hw is not None and hw > arena:
+        problems.append(f"arena high-water {hw:,} B beyond the {arena:,} B arena")
+    for pool, value in report.pool_high_water_bytes.items():
+        if pool not in expected.pools:
+            problems.append(f"a pool '{pool}' the build does not have")
+        elif value > expected.pools[pool]:
+            problems.append(f"pool {pool} high-water {value:,} B beyond its {expected.pools[pool]:,} B")
+    stack = report.stats.get("stack_size_bytes") or expected.stack_bytes
+    peak = report.stats.get("stack_peak_bytes")
+    if peak is not None and stack and peak > stack:
+        problems.append(f"stack peak {peak:,} B beyond the {stack:,} B stack")
+    for key in ("stack_size_bytes", "data_bytes", "bss_bytes"):
+        if expected.ram_bytes and report.stats.get(key, 0) > expected.ram_bytes:  # 0: an old report, RAM unknown
+            problems.append(f"{key}={report.stats[key]:,} beyond the board's {expected.ram_bytes:,} B of RAM")
+    return problems
+
+
+def _step_problems(steps: list[dict], expected: Expected) -> list[str]:
+    sizes = list(expected.pools.values())
+    stack = expected.stack_bytes or expected.ram_bytes or float("inf")
+    for s in steps:  # the first absurd step is enough to say so
+        if len(s["high_water_bytes"]) != len(sizes):
+            return [f"step {s['step']} reports {len(s['high_water_bytes'])} pool(s) where the build has {len(sizes)}"]
+        if any(hw > size for hw, size in zip(s["high_water_bytes"], sizes)):
+            return [f"step {s['step']} high-water {s['high_water_bytes']} beyond the pools {sizes}"]
+        if s["stack_bytes"] > stack:
+            return [f"step {s['step']} stack {s['stack_bytes']:,} B beyond the {stack:,} B stack"]
+    return []

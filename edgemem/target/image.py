@@ -224,4 +224,4 @@ def _one_region_sizes(base: int, size: int, floor: int) -> tuple[int | None, int
     candidates = sorted({k << n for k in range(1, 9) for n in range(5, 33)})
     ok = [s for s in candidates if len(mpu.cover(base, s)) == 1]
     below = next((s for s in reversed(ok) if floor < s < size), None)
-    return below, next(s for s in ok if s > size)
+    return below, next((s for s in ok if s > size), ok[-1])  # none above: the largest (never a StopIteration)

@@ -13,10 +13,10 @@ from pathlib import Path
 from edgemem.board import Board
 from edgemem.codegen.templates import environment as _env
 from edgemem.errors import ToolchainError, tail
+from edgemem.package_data import data_dir
 from edgemem.target.image import Image, qemu_image
 
-ROOT = Path(__file__).resolve().parents[2]
-FIRMWARE_DIR = ROOT / "firmware"
+FIRMWARE_DIR = data_dir("firmware")
 DRIVERS_DIR = FIRMWARE_DIR / "drivers"  # one file per UART, timer and host link; an image names its own
 
 APT_HINT = "apt-get install -y gcc-arm-none-eabi libnewlib-arm-none-eabi"

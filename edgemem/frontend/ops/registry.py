@@ -3,7 +3,8 @@
 TVM's Relax TFLite frontend imports int8 operators as ``dequantize -> float op -> quantize``; for the
 operators whose integer arithmetic has no such form (or where the frontend has none), edgemem emits one
 ``call_tir`` to its own integer kernel straight from the flatbuffer, with TFLite Micro's arithmetic.
-A lowering is a function ``(OpContext) -> Relax expr`` (a tuple of them for several outputs) registered
+A lowering is a function ``(OpContext) -> Relax expr`` (a ``relax.Tuple`` of them for several outputs, each bound
+to its output tensor by the converter itself, even for a one-output SPLIT or UNPACK) registered
 with ``@lowering("NAME", ..., types=("int8",))``; ``types`` says for which operand type it applies
 (the type of the operator's first input, or of its output when it has no activation input). The
 converter (frontend/tflite_import.py) asks ``find`` for every operator and falls back to TVM's own
