@@ -336,7 +336,10 @@ def test_floor_never_exceeds_the_planned_arena_on_the_test_models():
 
 # (model, input outside the arena): shared models where a patch stage lowers the arena below every whole-tensor
 # plan (benchmarks/patches.md): person_detect 18,252 B in the arena, VWW 14,400 B and mcunet_vww 25,600 B outside
-PATCHED = [("tflm_person_detect_int8", False), ("mlperf_vww_96_int8", True), ("tinyengine_mcunet_vww", True)]
+# (mcunet_vww: 3 minutes on a busy 2-core machine, with EDGEMEM_SLOW_BUILDS=1)
+_SLOW = pytest.mark.skipif(not __import__("os").environ.get("EDGEMEM_SLOW_BUILDS"), reason="EDGEMEM_SLOW_BUILDS=1: minutes")
+PATCHED = [("tflm_person_detect_int8", False), ("mlperf_vww_96_int8", True),
+           pytest.param("tinyengine_mcunet_vww", True, marks=_SLOW)]
 
 
 @pytest.mark.parametrize("name,outside", PATCHED)
