@@ -93,7 +93,7 @@ def check_floor(model_path: Path, board: Board, passes: tuple[str, ...], input_o
     budget = ram_budget(board)
     if floor > budget:
         plan_bytes, algorithm = file_order_plan(model, board.arena_align)
-        raise DoesNotFitError(
+        err = DoesNotFitError(
             f"{model_path.name} needs at least {floor:,} bytes of activation RAM (operator #{op_index} "
             f"{op_names(model)[op_index]} alone keeps that much live whatever the memory passes that may run "
             f"({', '.join(passes) or 'none'}) remove{patch_assumption(model, caps, input_outside)}, so no operator "
@@ -103,6 +103,15 @@ def check_floor(model_path: Path, board: Board, passes: tuple[str, ...], input_o
             "were skipped, as none can beat that floor. Use a board with more RAM, a smaller input resolution, or "
             "--ram to plan for a larger budget."
         )
+        # report.html of the refusal (report/refusal.py), written by the build into its output directory
+        err.refusal = lambda: _refusal_facts(model_path, board, passes, floor, op_index, budget, str(err))
+        raise err
+
+
+def _refusal_facts(model_path, board, passes, floor, op_index, budget, message) -> dict:
+    from .report.refusal import floor_refusal
+
+    return floor_refusal(model_path, board, passes, floor, op_index, budget, message)
 
 
 def patch_assumption(model, capabilities, input_outside: bool = False) -> str:

@@ -93,7 +93,16 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     written is refused before the expensive stages, and the old one stays until the new one is complete."""
     options = options or BuildOptions()
     with OutputDir(out_dir, options.overwrite, model_path) as target:
-        return _build(model_path, board_name, target, options, observer)
+        try:
+            return _build(model_path, board_name, target, options, observer)
+        except DoesNotFitError as e:
+            facts = getattr(e, "refusal", None)
+            if facts is None:
+                raise
+            from .report.refusal import write_refusal
+
+            target.write(lambda project: write_refusal(project, facts()))
+            raise DoesNotFitError(f"{e} The refusal's report, with the ways out: {Path(out_dir) / 'report.html'}.") from e
 
 
 def _build(model_path: str | Path, board_name: str, target: OutputDir, options: BuildOptions,
