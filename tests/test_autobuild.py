@@ -1,10 +1,10 @@
 """Issue 33: the automatic build (no --passes, no --minimize) reaches what the engine can do.
 
 The oracle is TFLite Micro under QEMU (device_run: bit-exact outputs, the arena's high-water mark equal to the
-plan). VWW under --ram 48K --stack auto runs in CI (about 40 s on a 2-core machine); the two builds the
-orchestrator only fits with a patch stage it tries itself (its fallbacks, passes/optimize.work_adding) take
-minutes (MobileNetV2-224: 4 min, yolo_fastest: 5 min on a loaded 2-core machine) and run with
-EDGEMEM_SLOW_BUILDS=1.
+plan). VWW under --ram 48K --stack auto runs in CI (20 s build and run on the shared 2-core machine); the two
+builds the orchestrator only fits with a patch stage it tries itself (its fallbacks, passes/optimize.work_adding)
+take minutes (build and QEMU run: MobileNetV2-224 133 s, yolo_fastest 100 s; 4-5 min beside other work) and run
+with EDGEMEM_SLOW_BUILDS=1.
 """
 
 from __future__ import annotations
