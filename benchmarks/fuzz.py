@@ -22,8 +22,8 @@ and the long runs both. The one allowed failure is an `edgemem.errors.EdgememErr
 crash, and an input that takes more than --timeout seconds is a hang.
 
 Seeds (written to a temporary corpus, never into the repository): the shared models (../shared/models), the
-examples, and a slim copy of each -- the same operators, tensors, shapes and quantization with constant data cut
-to 4 bytes -- so that mutations land on the flatbuffer's structure rather than on weights.
+examples, and a slim copy of each -- the same operators, tensors, shapes and quantization with constant data
+zeroed (but for small int32/int64 ones: paddings, axes, shapes) and no options but those setting a rank. (The data keeps its size: the reader refuses a constant of the wrong size.)
 """
 
 from __future__ import annotations
@@ -128,11 +128,11 @@ def worker(target: str, libfuzzer_args: list[str]) -> None:
 
 
 def slim_model(data: bytes) -> bytes | None:
-    """The model's structure with every constant's data cut to 4 bytes (None if it cannot be read)."""
+    """The model's structure with every constant's data zeroed (None if it cannot be read)."""
     import tflite
     from make_example_model import ModelBuilder, _Tensor
 
-    from edgemem.frontend.footprint import indices, is_constant
+    from edgemem.frontend.footprint import indices, is_constant, tensor_bytes
     from edgemem.frontend.tflite_import import tensor_name
 
     try:
@@ -142,23 +142,54 @@ def slim_model(data: bytes) -> bytes | None:
         for i in range(sg.TensorsLength()):
             t = sg.Tensors(i)
             buffer = 0
-            if is_constant(model, t):
-                mb.buffers.append(b"\x01\x02\x03\x04")
+            if is_constant(model, t):  # zeros of the data's size (a constant of another size is refused); small
+                data = model.Buffers(t.Buffer()).DataAsNumpy()  # ones (paddings, axes, shapes) kept: they set shapes
+                mb.buffers.append(data.tobytes() if t.Type() in (2, 4) and data.size <= 64 else bytes(tensor_bytes(t)))
                 buffer = len(mb.buffers) - 1
             q = t.Quantization()
             quant = None
             if q is not None and q.ScaleLength():
                 quant = {"scale": list(q.ScaleAsNumpy()), "zero_point": list(q.ZeroPointAsNumpy()),
                          "quantized_dimension": q.QuantizedDimension()}  # fmt: skip
-            mb.tensors.append(_Tensor(tensor_name(sg, i), tuple(indices(t.ShapeAsNumpy())), t.Type(), buffer, quant))
+            mb.tensors.append(_Tensor(tensor_name(sg, i), tuple(indices(t.ShapeAsNumpy())), t.Type(), buffer, quant,
+                                      variable=bool(t.IsVariable())))  # fmt: skip
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
             code = model.OperatorCodes(op.OpcodeIndex())
             builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-            mb.op(builtin, indices(op.InputsAsNumpy()), indices(op.OutputsAsNumpy()), version=code.Version())
+            mb.op(builtin, indices(op.InputsAsNumpy()), indices(op.OutputsAsNumpy()), *_shape_options(op), version=code.Version())
         return mb.serialize(indices(sg.InputsAsNumpy()), indices(sg.OutputsAsNumpy()))
     except Exception:  # noqa: BLE001 - a seed we cannot slim is still used whole
         return None
+
+
+def _shape_options(op) -> tuple:
+    """(options type, writer) of the options that set an output's rank (FULLY_CONNECTED keep_num_dims, a reduction's
+    keep_dims), else (): without them the slim copy's declared shapes would disagree with its operators."""
+    import tflite
+
+    from edgemem.frontend.footprint import builtin_options
+
+    kind = op.BuiltinOptionsType()
+    if kind == tflite.BuiltinOptions.FullyConnectedOptions:
+        keep = builtin_options(op, tflite.FullyConnectedOptions).KeepNumDims()
+
+        def fc(b):
+            tflite.FullyConnectedOptionsStart(b)
+            tflite.FullyConnectedOptionsAddKeepNumDims(b, keep)
+            return tflite.FullyConnectedOptionsEnd(b)
+
+        return kind, fc
+    if kind == tflite.BuiltinOptions.ReducerOptions:
+        keep = builtin_options(op, tflite.ReducerOptions).KeepDims()
+
+        def reducer(b):
+            tflite.ReducerOptionsStart(b)
+            tflite.ReducerOptionsAddKeepDims(b, keep)
+            return tflite.ReducerOptionsEnd(b)
+
+        return kind, reducer
+    return ()
 
 
 def seed_files(which: str) -> list[Path]:

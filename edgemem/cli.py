@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import signal
 import sys
 from pathlib import Path
@@ -29,6 +30,13 @@ out = Console()
 err = Console(stderr=True)
 
 _DEBUG = {"on": False}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but newline and tab: ANSI escapes, bells, CR
+
+
+def _text(value) -> str:
+    """A value a model, board file, path or tool supplied, for the console: its rich markup escaped (never read as
+    styles), its control characters spelled \\xNN (a name cannot drive the terminal with escape sequences)."""
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02X}", str(value)))
 
 
 def _fail(exc: BaseException) -> None:
@@ -37,9 +45,9 @@ def _fail(exc: BaseException) -> None:
         raise exc
     if isinstance(exc, EdgememError):
         # escaped: messages quote key paths ("[core].cpu") and user values, which rich would read as markup
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {_text(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code)
-    err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}. This is a bug in edgemem; "
+    err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {_text(exc)}. This is a bug in edgemem; "
               "rerun with --debug for the traceback and report it.", highlight=False, soft_wrap=True)  # fmt: skip
     raise typer.Exit(1)
 
@@ -161,16 +169,16 @@ def _kib(n: int | None) -> str:
 
 
 def _print_build(info: BuildInfo) -> None:
-    t = Table(title=f"{info.model_name} on {info.board}", show_header=False)
-    t.add_row("arena (planned)", _kib(info.arena_bytes) + f"  planner: {info.planner}")
+    t = Table(title=_text(f"{info.model_name} on {info.board}"), show_header=False)
+    t.add_row("arena (planned)", _kib(info.arena_bytes) + _text(f"  planner: {info.planner}"))
     for pool, size in info.arena_pools.items():
-        t.add_row(f"  pool {pool}", _kib(size))
+        t.add_row(_text(f"  pool {pool}"), _kib(size))
     if info.input_outside:
         t.add_row("input outside arena", f"{info.input_outside['bytes']:,} B, in the caller's buffer (edgemem_run_from); not counted in the arena")
-    t.add_row("lower bound", _kib(info.lower_bound_bytes) + f"  ({info.scheduler} order)")
-    t.add_row("operator orders tried", ", ".join(f"{k}\u00a0{v:,}\u00a0B" for k, v in info.schedulers_tried.items()))  # no break inside
+    t.add_row("lower bound", _kib(info.lower_bound_bytes) + _text(f"  ({info.scheduler} order)"))
+    t.add_row("operator orders tried", _text(", ".join(f"{k}\u00a0{v:,}\u00a0B" for k, v in info.schedulers_tried.items())))  # no break inside
     if info.passes:
-        t.add_row("memory passes", _passes_line(info.passes, info.pass_baselines))
+        t.add_row("memory passes", _text(_passes_line(info.passes, info.pass_baselines)))
     st = info.stack
     bound = (f"bound {st['bound_bytes']:,} B (call graph) + margin {st['margin_bytes']:,} B" if st and st["auto"]
              else f"call-graph bound {info.stack_estimate_bytes:,} B")  # fmt: skip
@@ -190,10 +198,10 @@ def _print_pareto(pareto: dict) -> None:
     t = Table("", "passes", "arena B", "MACs", "instr.*", "slower", title=f"Pareto points of {pareto['candidates']} "
               "pass sequences tried", caption="* predicted (passes/instr_model.json); slower: vs the fastest tried")  # fmt: skip
     for p in pareto["points"]:
-        t.add_row("[bold]>[/]" if p["taken"] else "", ", ".join(p["sequence"]) or "none", f"{p['arena_bytes']:,}",
+        t.add_row("[bold]>[/]" if p["taken"] else "", _text(", ".join(p["sequence"]) or "none"), f"{p['arena_bytes']:,}",
                   f"{p['macs']:,}", f"{p['instructions']:,}", f"{p['slowdown_percent']:+.2f} %")  # fmt: skip
     out.print(t)
-    out.print(f"taken (>): {pareto['taken']['reason']}", highlight=False)
+    out.print(_text(f"taken (>): {pareto['taken']['reason']}"), highlight=False)
 
 
 def _passes_line(passes: dict, baselines: dict) -> str:
@@ -208,7 +216,7 @@ def _passes_line(passes: dict, baselines: dict) -> str:
 
 
 def _print_run(res: dict) -> None:
-    t = Table(title=f"device run: {Path(res['model']).name} on {res['board']} (QEMU)", show_header=False)
+    t = Table(title=_text(f"device run: {Path(res['model']).name} on {res['board']} (QEMU)"), show_header=False)
     t.add_row("arena planned / measured", f"{res['arena_bytes']:,} B / {res['arena_high_water_bytes']:,} B")
     t.add_row("peak stack (measured)", f"{res['peak_stack_bytes']:,} B")
     t.add_row("static RAM (.data+.bss)", f"{res['static_ram_bytes']:,} B")
@@ -227,15 +235,15 @@ def _oracle_verdict(res: dict) -> tuple[str, str]:
     verdict = "bit-exact" if res["bit_exact"] else f"max |diff| {res['max_abs_diff']}"
     if not res["bit_exact"] and res["matches_reference"]:
         verdict += " (within LiteRT's tie rounding)"
-    return label, ("[green]" if res["matches_reference"] else "[red]") + verdict + "[/]"
+    return label, ("[green]" if res["matches_reference"] else "[red]") + _text(verdict) + "[/]"
 
 
 def _print_symbolic(info: dict, out_dir: Path) -> None:
     (name, (lo, hi)), = info["dims"].items()
-    out.print(f"symbolic plan written to [bold]{out_dir}[/] (edgemem_plan.c/.h: offsets as functions of {name}); "
+    out.print(f"symbolic plan written to [bold]{_text(out_dir)}[/] (edgemem_plan.c/.h: offsets as functions of {name}); "
               "no firmware: kernels are compiled for concrete shapes")  # fmt: skip
-    t = Table(title=f"{Path(info['model']).name} on {info['board']}, {name} = {lo}..{hi}", show_header=False)
-    t.add_row("arena (symbolic)", f"{info['arena_expr']}  planner: {info['planner']}")
+    t = Table(title=_text(f"{Path(info['model']).name} on {info['board']}, {name} = {lo}..{hi}"), show_header=False)
+    t.add_row("arena (symbolic)", _text(f"{info['arena_expr']}  planner: {info['planner']}"))
     t.add_row("operator order", info["scheduler"])
     t.add_row("RAM budget", _kib(info["budget_bytes"]))
     largest = info["largest_fitting"][name]
@@ -314,7 +322,7 @@ def build(
     if as_json:
         _json({**result.info.to_json(), "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "output_arrays"}} if res else {})})
     else:
-        out.print(f"project written to [bold]{out_dir}[/] (firmware.elf, model.c/.h, Makefile)")
+        out.print(f"project written to [bold]{_text(out_dir)}[/] (firmware.elf, model.c/.h, Makefile)")
         _print_build(result.info)
         if res and profile:
             _print_profile(res)
@@ -423,7 +431,7 @@ def _exit_on_verdict(res: dict, *, profiled: bool) -> None:
         raise typer.Exit(7)
     if res["matches_reference"] is False:
         label, _ = _oracle_verdict(res)
-        err.print(f"[bold red]error:[/] the device's outputs of {Path(res['model']).name} on {res['board']} differ from "
+        err.print(f"[bold red]error:[/] the device's outputs of {_text(Path(res['model']).name)} on {_text(res['board'])} differ from "
                   f"the oracle ({label.removeprefix('vs ')}): max |diff| {res['max_abs_diff']}, beyond what is tolerated. "
                   "The firmware computes something else: rebuild it from the model (`edgemem build --force`) and, if it "
                   "persists, report it with the model and this run's --json.", highlight=False, soft_wrap=True)  # fmt: skip
@@ -474,7 +482,7 @@ def analyze(
 def _print_analysis(a) -> None:
     from rich import box
 
-    t = Table("#", "operator", "type", "output", "MACs", "weights", "live", title=f"{Path(a.model).name}: operators",
+    t = Table("#", "operator", "type", "output", "MACs", "weights", "live", title=_text(f"{Path(a.model).name}: operators"),
               caption="live: activation bytes at the operator's step, file order", box=box.SIMPLE_HEAD,
               pad_edge=False)  # fmt: skip
     for column in t.columns[:2]:
@@ -483,17 +491,17 @@ def _print_analysis(a) -> None:
         column.justify = "right"
     peak = max((r.live_bytes for r in a.operators), default=0)
     for r in a.operators:
-        name = r.name if r.supported else f"[red]{r.name} (no kernel)[/]"
+        name = _text(r.name) if r.supported else f"[red]{_text(r.name)} (no kernel)[/]"
         live = f"[bold]{r.live_bytes:,}[/]" if r.live_bytes == peak and peak else f"{r.live_bytes:,}"
-        t.add_row(str(r.index), name, r.operand_type, "x".join(map(str, r.output_shape)) or "scalar", f"{r.macs:,}",
+        t.add_row(str(r.index), name, _text(r.operand_type), "x".join(map(str, r.output_shape)) or "scalar", f"{r.macs:,}",
                   f"{r.weight_bytes:,}", live)  # fmt: skip
     out.print(t)
-    s = Table(title=f"{Path(a.model).name} on {a.board}", show_header=False)
+    s = Table(title=_text(f"{Path(a.model).name} on {a.board}"), show_header=False)
     arena = "no placement fits" if a.arena_bytes is None else f"{a.arena_bytes:,} B"
     s.add_row("arena (as build)" if a.arena_exact else "arena (estimate)",
-              f"{arena}: {a.scheduler} order, {a.planner or '-'}; passes {', '.join(a.passes_modeled) or 'none'}")
+              _text(f"{arena}: {a.scheduler} order, {a.planner or '-'}; passes {', '.join(a.passes_modeled) or 'none'}"))
     if not a.arena_exact:
-        s.add_row("", a.plan_note.rsplit("; ", 1)[-1])
+        s.add_row("", _text(a.plan_note.rsplit("; ", 1)[-1]))
     s.add_row("lower bound", f"{a.lower_bound_bytes:,} B (that order's peak live bytes)")
     assumed = f"; assumed: {a.ram_floor_assumes}" if a.ram_floor_assumes else ""
     s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower{assumed})")
@@ -502,14 +510,14 @@ def _print_analysis(a) -> None:
     s.add_row("MACs", f"{a.macs:,}")
     if a.symbolic:
         n = a.symbolic["largest_fitting"]
-        s.add_row("symbolic dimension", a.symbolic["note"] or (
+        s.add_row("symbolic dimension", _text(a.symbolic["note"] or (
             f"arena {a.symbolic['arena_expr']} B; largest {a.symbolic['dim']} that fits: "
-            f"{'none' if n is None else n} (searched {a.symbolic['range'][0]}..{a.symbolic['range'][1]})"))  # fmt: skip
+            f"{'none' if n is None else n} (searched {a.symbolic['range'][0]}..{a.symbolic['range'][1]})")))  # fmt: skip
     colour = {"fits": "green", "may fit": "yellow", "does not fit": "red"}[a.verdict]
     s.add_row("verdict", f"[{colour}]{a.verdict}[/]")
     out.print(s)
     if a.unsupported:
-        err.print(f"[bold red]no kernel for {len(a.unsupported)} operator(s):[/] " + "; ".join(a.unsupported), highlight=False, soft_wrap=True)
+        err.print(f"[bold red]no kernel for {len(a.unsupported)} operator(s):[/] " + _text("; ".join(a.unsupported)), highlight=False, soft_wrap=True)
 
 
 @app.command("report")
@@ -530,16 +538,16 @@ def report_cmd(
         except (OSError, ValueError) as exc:
             raise EdgememError(f"cannot read the profile report '{profile_json}' ({exc}); `edgemem profile DIR` writes it.") from exc
     path = write_report(project, profile=profile, path=output)
-    out.print(f"report written to [bold]{path}[/]", highlight=False)
+    out.print(f"report written to [bold]{_text(path)}[/]", highlight=False)
 
 
 def _print_profile(res: dict) -> None:
     on_qemu = "total_instructions" in res
     t = Table("step", "op", "live (plan)", "high-water (plan)", "measured", "stack",
-              "instructions" if on_qemu else res.get("tick_unit", "ticks"), title=f"profile: {Path(res['model']).name} on {res['board']}, {res['source']}")  # fmt: skip
+              "instructions" if on_qemu else res.get("tick_unit", "ticks"), title=_text(f"profile: {Path(res['model']).name} on {res['board']}, {res['source']}"))  # fmt: skip
     for r in res["steps"]:
         ok = "" if r["pools_match"] else " [red]MISMATCH[/]"
-        t.add_row(str(r["step"]), r["kind"], f"{r['predicted_live_bytes']:,}", f"{r['predicted_high_water_bytes']:,}",
+        t.add_row(str(r["step"]), _text(r["kind"]), f"{r['predicted_live_bytes']:,}", f"{r['predicted_high_water_bytes']:,}",
                   f"{r['measured_high_water_bytes']:,}{ok}", f"{r['stack_high_water_bytes']:,}",
                   f"{r['instructions' if on_qemu else 'ticks']:,}")  # fmt: skip
     total = res["total_instructions"] if on_qemu else res["total_ticks"]
@@ -548,9 +556,9 @@ def _print_profile(res: dict) -> None:
     verdict = {True: "[green]yes[/]", False: "[red]no[/]"}
     label, outputs = _oracle_verdict(res)
     out.print(f"measured arena = plan at every step: {verdict[res['arena_matches_plan']]}; outputs {label}: {outputs}; "
-              f"saved to {res['saved_to']}")  # fmt: skip
+              f"saved to {_text(res['saved_to'])}")  # fmt: skip
     if res.get("tick_note"):
-        out.print(f"[yellow]{res['tick_note']}[/]")
+        out.print(f"[yellow]{_text(res['tick_note'])}[/]")
 
 
 def _load_npy(path: Path):
@@ -598,10 +606,10 @@ def flash(
     res = flash_image(project, b, tool=tool, timeout_s=timeout)
     out.print(f"$ {res.command_line}", highlight=False, soft_wrap=True, markup=False)
     out.print(res.output.strip(), highlight=False, soft_wrap=True, markup=False)
-    out.print(f"[green]flashed[/] {res.image} ({res.image.stat().st_size:,} B) at 0x{res.address:08X} on {b.name} with {res.tool}",
+    out.print(f"[green]flashed[/] {_text(res.image)} ({res.image.stat().st_size:,} B) at 0x{res.address:08X} on {_text(b.name)} with {_text(res.tool)}",
               highlight=False)  # fmt: skip
     if res.note:
-        out.print(f"[yellow]note:[/] {res.note}", highlight=False, soft_wrap=True)
+        out.print(f"[yellow]note:[/] {_text(res.note)}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -625,13 +633,13 @@ def validate(
     else:
         _print_validation(report)
     if not report["all_match"]:
-        err.print(f"[bold red]error:[/] {mismatch_message(report)}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {_text(mismatch_message(report))}", highlight=False, soft_wrap=True)
         raise typer.Exit(MismatchError.exit_code)
 
 
 def _print_validation(report: dict) -> None:
     t = Table("seed", "bit-exact", "max |diff|", "matches", "instructions",
-              title=f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) vs TFLite Micro")  # fmt: skip
+              title=_text(f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) vs TFLite Micro"))  # fmt: skip
     for r in report["runs"]:
         t.add_row(str(r["seed"]), "yes" if r["bit_exact"] else "[red]no[/]", str(r["max_abs_diff"]),
                   "yes" if r["matches_reference"] else "[red]no[/]", f"{r['instructions']:,}" if r["instructions"] else "-")  # fmt: skip
@@ -671,9 +679,9 @@ def boards() -> None:
     for name in list_boards():
         b = load_board(name)
         image = f"{b.device.uart}, {b.device.ticks}" if b.device else "-"
-        t.add_row(name, _core_short(b.core), _size_short(b.ram_bytes), _size_short(b.flash_bytes),
-                  b.qemu.machine if b.qemu else "none yet", image)  # fmt: skip
-        r.add_row(name, ", ".join(f"{x.name} {_size_short(x.size)}{' fast' if x.speed == 'fast' else ''}" for x in b.ram))
+        t.add_row(_text(name), _text(_core_short(b.core)), _size_short(b.ram_bytes), _size_short(b.flash_bytes),
+                  _text(b.qemu.machine) if b.qemu else "none yet", _text(image))  # fmt: skip
+        r.add_row(_text(name), _text(", ".join(f"{x.name} {_size_short(x.size)}{' fast' if x.speed == 'fast' else ''}" for x in b.ram)))
     out.print(t)
     out.print(r)
 

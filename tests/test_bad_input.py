@@ -390,8 +390,17 @@ def tiled_float_model() -> bytes:
     r = mb.tensor("relu", (1, n), np.float32)
     mb.op(OP.RELU, [h], [r])
     y = mb.tensor("y", (1, 1), np.float32)
-    mb.op(OP.MEAN, [r, mb.const("axis", np.array([1], np.int32))], [y])
+    mb.op(OP.MEAN, [r, mb.const("axis", np.array([1], np.int32))], [y], *_keep_dims())  # y [1, 1], as declared
     return mb.serialize([x], [y])
+
+
+def _keep_dims():
+    def fn(b):
+        tflite.ReducerOptionsStart(b)
+        tflite.ReducerOptionsAddKeepDims(b, True)
+        return tflite.ReducerOptionsEnd(b)
+
+    return mem.OPTS.ReducerOptions, fn
 
 
 def test_analyze_a_model_with_a_1_gib_tensor_does_not_fit(tmp_path):

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 pytest.importorskip("tflite_micro")
 import fuzz  # noqa: E402  (benchmarks/fuzz.py)
 
-SEEDS = range(1, 13)
+SEEDS = range(1, 17)  # 4: an output named like another tensor; 13: a C comment closed by an input name
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from .. import __version__
+from .escape import cmake_unix_command
 from .templates import render
 
 LIBRARY_DIR = "lib"
@@ -34,7 +35,7 @@ def write_library(project: Path, sources: dict[str, str], board, model_name: str
     for name in (*MODEL_SOURCES, *MODEL_HEADERS):
         text = sources[name]
         (lib / name).write_text(without_sections(text) if name == "model.c" else text)
-    context = dict(model_name=model_name, board=board, version=__version__, cpu_flags=" ".join(board.core.gcc_flags),
+    context = dict(model_name=model_name, board=board, version=__version__, cpu_flags=cmake_unix_command(board.core.gcc_flags),
                    sources=MODEL_SOURCES)  # fmt: skip
     (lib / "CMakeLists.txt").write_text(render("lib_CMakeLists.txt.j2", **context))
     (lib / "README.md").write_text(render("lib_README.md.j2", **context))

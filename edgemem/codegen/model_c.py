@@ -7,6 +7,7 @@ their pool, each kernel call passes pointers at planned offsets, weights are con
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ from .. import __version__
 from ..ir.graph import OpGraph
 from ..ir.outside import EXTERNAL
 from ..kernels import kernel_attrs
+from .escape import c_identifier
 from .kernels_c import CKernels, prim_funcs_to_c
 from .templates import render
 
@@ -25,9 +27,12 @@ _CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "i
 
 @dataclass(frozen=True)
 class PoolLayout:
-    name: str
+    name: str  # "arena" or a board RAM region's name: a C identifier (em_pool_<name>, section .edgemem_arena.<name>)
     size: int
     align: int = 16
+
+    def __post_init__(self):
+        c_identifier(self.name)
 
 
 def external_offsets(pools: list[PoolLayout]) -> tuple[list[int], int]:
@@ -54,8 +59,19 @@ def compile_kernels(graph: OpGraph) -> CKernels:
     return prim_funcs_to_c(funcs, consts, scratch="error", max_stack_bytes=1024)
 
 
+# graph.py names every constant (weights, an LSTM's state) c<index>: C symbols come from that index, never from
+# a name the model gave
+_CONSTANT_NAME = re.compile(r"c[0-9]+", re.ASCII)
+
+
+def _constant_id(name: str) -> str:
+    if not _CONSTANT_NAME.fullmatch(name):
+        raise ValueError(f"constant {name!r} is not named c<index> by edgemem; its C symbol would not be edgemem's")
+    return name
+
+
 def _weight_symbol(name: str) -> str:
-    return f"em_w_{name}"
+    return f"em_w_{_constant_id(name)}"
 
 
 def _c_values(arr: np.ndarray) -> str:
@@ -86,7 +102,7 @@ def _weights(graph: OpGraph) -> list[dict]:
 
 
 def _state_symbol(name: str) -> str:
-    return "em_state_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+    return f"em_state_{_constant_id(name)}"
 
 
 def _states(graph: OpGraph) -> list[dict]:

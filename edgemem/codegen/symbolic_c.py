@@ -14,6 +14,7 @@ from __future__ import annotations
 from tvm import tirx
 
 from ..plan.symbolic import SymbolicPlan
+from .escape import c_comment, c_identifier
 
 _INFIX = {tirx.Add: "+", tirx.Sub: "-", tirx.Mul: "*"}
 _CALL = {tirx.FloorDiv: "em_floordiv", tirx.FloorMod: "em_floormod", tirx.Max: "em_max", tirx.Min: "em_min"}
@@ -84,6 +85,8 @@ def render_plan_c(plan: SymbolicPlan, header: str = "edgemem_plan.h") -> dict[st
     the ones it depends on (the expressions share sub-expressions; written out whole they would not)."""
     _check_range(plan)
     dims = plan.symbols.dims
+    for d in dims:
+        c_identifier(d.name)  # a parameter name in C (parse_dim took it as an ASCII identifier)
     slot = {b.name: i for i, b in enumerate(plan.buffers)}
     params = ", ".join(f"int32_t {d.name}" for d in dims)
     guard = " || ".join(f"{d.name} < {d.lo} || {d.name} > {d.hi}" for d in dims)
@@ -95,7 +98,7 @@ def render_plan_c(plan: SymbolicPlan, header: str = "edgemem_plan.h") -> dict[st
     for d in dims:
         h += [f"#define EDGEMEM_DIM_{d.name.upper()}_MIN {d.lo}", f"#define EDGEMEM_DIM_{d.name.upper()}_MAX {d.hi}"]
     h += ["", "/* offsets[i], in bytes from the arena base:"]
-    h += [f" *   {i:3d}  {b.name}" for i, b in enumerate(plan.buffers)]
+    h += [f" *   {i:3d}  {c_comment(b.name)}" for i, b in enumerate(plan.buffers)]  # tensor names: the model's
     h += [" */", "/* Fills offsets[EDGEMEM_PLAN_BUFFERS]; returns 0, or -1 if a dimension is out of its range. */",
           f"int32_t edgemem_plan_offsets({params}, uint32_t *offsets);",
           "/* Arena bytes the plan needs (0 if a dimension is out of its range). */",
@@ -104,7 +107,7 @@ def render_plan_c(plan: SymbolicPlan, header: str = "edgemem_plan.h") -> dict[st
          _HELPERS, f"int32_t edgemem_plan_offsets({params}, uint32_t *offsets)", "{",
          f"    if ({guard}) {{", "        return -1;", "    }", *locals_]  # fmt: skip
     for name in plan.placed:
-        c.append(f"    offsets[{slot[name]}] = (uint32_t){_max_of_ends(plan, plan.refs[name], slot)}; /* {name} */")
+        c.append(f"    offsets[{slot[name]}] = (uint32_t){_max_of_ends(plan, plan.refs[name], slot)}; /* {c_comment(name)} */")
     c += ["    return 0;", "}", "", f"uint32_t edgemem_plan_arena_bytes({params})", "{",
           "    uint32_t offsets[EDGEMEM_PLAN_BUFFERS > 0 ? EDGEMEM_PLAN_BUFFERS : 1];",
           f"    if (edgemem_plan_offsets({', '.join(d.name for d in dims)}, offsets) != 0) {{", "        return 0;", "    }",

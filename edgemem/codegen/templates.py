@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import shlex
 from functools import lru_cache
 
 import jinja2
 
 from edgemem.package_data import data_dir
+
+from .escape import FILTERS
 
 TEMPLATES_DIR = data_dir("templates")
 
@@ -19,7 +20,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,  # a missing value is a bug, never an empty string in C
         keep_trailing_newline=True,
     )
-    env.filters["shell_quote"] = shlex.quote
+    env.filters.update(FILTERS)  # every string a model, board file or file name supplies goes through one (escape.py)
     return env
 
 

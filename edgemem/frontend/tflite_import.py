@@ -14,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedModelError
+from ..errors import EdgememError, ModelFileError, UnsupportedModelError
 from ..passes.rewrite import abandon
 from .fold import FOLDERS, fold_model
 from .footprint import indices
 from .support import check_operators
+from .unique_names import with_unique_names
+from .validate_model import validate_model
 
 _MAX_MODEL_BYTES = 64 * 1024 * 1024  # far beyond any microcontroller's flash
 
@@ -68,7 +70,11 @@ def _op_name(model, op) -> str:
 
 
 def tensor_name(subgraph, index: int) -> str:
-    """The tensor's name, or '#<index>' when the file gives none."""
+    """The tensor's name in the file, or '#<index>' when the file gives none: for display only (the model edgemem
+    reads names tensor i 't<i>', unique_names.py)."""
+    shown = getattr(subgraph, "display_names", None)
+    if shown is not None and 0 <= index < len(shown):
+        return shown[index]
     name = subgraph.Tensors(index).Name()
     return name.decode(errors="replace") if name else f"#{index}"
 
@@ -86,7 +92,7 @@ def _tensor_info(subgraph, index: int) -> TensorInfo:
 
 
 def read_tflite(path: Path):
-    """Parse the flatbuffer with the `tflite` package after checking it is one; returns tflite.Model."""
+    """Parse and check the flatbuffer (parse_tflite); returns tflite.Model."""
     path = Path(path)
     if not path.is_file():
         what = "is not a regular file (a directory, device or pipe)" if path.exists() else "does not exist"
@@ -102,8 +108,16 @@ def read_tflite(path: Path):
 
 
 def parse_tflite(buf: bytes, path: Path | str = "<bytes>"):
-    """Check that `buf` is a complete TFLite flatbuffer with one subgraph whose indices all resolve;
-    returns tflite.Model. `path` only names the model in messages."""
+    """Check that `buf` is a complete TFLite flatbuffer with one subgraph whose indices all resolve and whose
+    contents make sense (validate_model.py); returns it as a tflite.Model whose tensor i is named 't<i>'
+    (unique_names.py; tensor_name gives the file's name). `path` only names the model in messages."""
+    return _parsed(bytes(buf), str(path))
+
+
+@lru_cache(maxsize=4)
+def _parsed(buf: bytes, path: str):
+    """A build reads its model several times (budget check, import, planning): checked and renamed once. The
+    model is a read-only view of ``buf``, so one copy serves every reader."""
     import tflite
 
     if not buf:
@@ -115,13 +129,14 @@ def parse_tflite(buf: bytes, path: Path | str = "<bytes>"):
         if model.SubgraphsLength() < 1:
             raise ModelFileError(f"'{path}' holds no subgraph; the file is empty or truncated.")
         _check_references(model, len(buf), path)
-    except ModelFileError:
+        if model.SubgraphsLength() > 1:
+            raise UnsupportedModelError(f"'{path}' has {model.SubgraphsLength()} subgraphs; edgemem compiles single-subgraph models (no control flow). Re-export without WHILE/IF.")
+        validate_model(model, path)  # reads options tables too, which a corrupt file can point anywhere
+        return with_unique_names(buf, model)
+    except EdgememError:
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
-    if model.SubgraphsLength() > 1:
-        raise UnsupportedModelError(f"'{path}' has {model.SubgraphsLength()} subgraphs; edgemem compiles single-subgraph models (no control flow). Re-export without WHILE/IF.")
-    return model
 
 
 def _corrupt(path, what: str) -> ModelFileError:
@@ -194,7 +209,8 @@ def _check_buffer(buf, file_bytes: int, path, tensor: str) -> None:
 
 def check_supported(model, path) -> None:
     """Refuse, naming the tensor and the operator, what edgemem cannot plan: tensor types it has no kernels
-    for, dynamic shapes (a -1 dimension: the bytes of a static arena must be known) and sparse tensors."""
+    for, dynamic shapes (a -1 dimension: the bytes of a static arena must be known); sparse tensors are refused
+    earlier (validate_model.py)."""
     sg = model.Subgraphs(0)
     users: dict[int, str] = {}
     for i in range(sg.OperatorsLength()):
@@ -219,8 +235,6 @@ def check_supported(model, path) -> None:
                 f"{Path(path).name}: tensor '{name}' (used by {where}) has a dynamic shape {shape}; edgemem plans a static "
                 "arena and needs every shape fixed. Re-export the model with fixed input shapes (batch 1)."
             )
-        if tensor.Sparsity() is not None:
-            raise UnsupportedModelError(f"{Path(path).name}: tensor '{name}' (used by {where}) is sparse; edgemem needs dense tensors. Convert without sparsification.")
 
 
 def _type_name(code: int) -> str:

@@ -23,6 +23,7 @@ from tvm import relax
 
 from ..errors import UnsupportedModelError
 from ..kernels import kernel_attrs
+from ..timelimit import check
 from .kept import per_object
 
 
@@ -144,6 +145,7 @@ class _Reader:
             inputs.append(name)
         for block in self.func.body.blocks:
             for b in block.bindings:
+                check()  # under the pass search's deadline (edgemem/timelimit.py); none in a build's own stages
                 self._binding(b.var, b.value)
         body = self.func.body.body
         if isinstance(body, relax.Var) and body in self.tuple_values:  # gv = (a, b): a float model's outputs

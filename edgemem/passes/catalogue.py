@@ -200,8 +200,12 @@ def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5, g
     from ..schedule.dag import Dag
     from ..schedule.liveness import arena_buffers
 
+    from ..timelimit import check, remaining
+
     graph = planned_graph(mod) if graph is None else as_planned(mod, graph)  # the inputs outside the arena when the build plans them there (ir/outside.py)
-    order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds)
+    left = remaining()  # under the pass search's deadline, the schedulers get at most what is left of it
+    order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds if left is None else max(min(schedule_seconds, left), 0.0))
+    check()
     plan = plan_arena(arena_buffers(graph, order, align))
     return {
         "arena_bytes": plan.total_bytes,

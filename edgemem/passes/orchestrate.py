@@ -16,6 +16,14 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 - it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
   at ``time_budget`` seconds, or when nothing is left to try.
 
+Time (issue 30: on a module of thousands of kernels one trial can take minutes): no trial starts after
+``time_budget``, and each runs under a deadline (edgemem/timelimit.py) at TRIAL_GRACE x the budget that the
+passes' binding loops, the graph reader and the measure's schedulers look at; a trial cut there is dropped.
+The other baselines (TVM's pipeline, skipped when predicted longer than what is left; benchmarks' own) run
+to BASELINE_GRACE x the budget. Not cut: the measure of the input module, before any trial, and the fixed
+sequence, which the build falls back to (as with --opt-time 0: its cost is the floor of the stage; their
+schedulers keep their own budget, --schedule-time).
+
 Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence. The
 build instead chooses by the memory/latency objective (``pareto=True``, passes/objective.py) among every state
 the search and the baselines reached: the fewest predicted instructions that fit the target, or the least arena
@@ -39,6 +47,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..timelimit import TimeUp, deadline
 from .effects import EffectTable
 from .tvm_baseline import tvm_default_baseline
 
@@ -47,6 +56,10 @@ REDETECT = 0.03  # OPASS's probability of re-detecting a new state's real opport
 RANK_BIAS = 0.5  # the state (or opportunity) of rank r is chosen with weight RANK_BIAS ** r
 STATUS_KEYS = ("arena_bytes", "flash_bytes", "macs", "ops", "tensors", "inplace_tensors", "peak_bytes")
 ALL_BASELINES = ("none", "tvm_default", "fixed")  # the build's own; benchmarks add theirs (extra_baselines)
+# A trial started within the budget may run to TRIAL_GRACE x the budget (then it is cut: on a module of thousands
+# of kernels one trial can take minutes); the baselines, after the search, to BASELINE_GRACE x the budget.
+TRIAL_GRACE, BASELINE_GRACE = 1.5, 2.0
+TVM_DEFAULT_COST = 4.5  # TVM's pipeline + two measures, in measures of the input module (see _tvm_default)
 
 
 def objective(figures: dict) -> tuple:
@@ -173,10 +186,12 @@ class _Search:
         self.states: list[_State] = []
         self.by_key: dict = {}
         self.trials = 0
-        self.extra_trials = 0  # made outside the search (baselines): no budget
+        self.extra_trials = 0  # made outside the search (baselines): up to BASELINE_GRACE x the budget
         self.budgeted = True
+        self.fallback = False  # applying the fixed sequence after the search: no deadline
         self.best: _State | None = None
         self.trials_to_best = 0
+        self.root_seconds = 0.0
 
     # applying a pass --------------------------------------------------------------------------------
     def apply(self, state: _State, name: str):
@@ -184,20 +199,31 @@ class _Search:
         cached = self.applied.get((state.key, name))
         if cached is not None:
             return cached
+        elapsed = self.clock() - self.start
         if self.budgeted:
             if self.trials >= self.max_trials:
                 raise _OutOfBudget("trials")
-            if self.clock() - self.start >= self.time_budget:
+            if elapsed >= self.time_budget:
                 raise _OutOfBudget("time")
             self.trials += 1
+            left = TRIAL_GRACE * self.time_budget - elapsed
+        elif self.fallback:  # the fixed sequence: what the build falls back to, as with --opt-time 0, always whole
+            left = None
+            self.extra_trials += 1
         else:
+            left = BASELINE_GRACE * self.time_budget - elapsed
+            if left <= 0:
+                raise _OutOfBudget("time")
             self.extra_trials += 1
         try:
-            mod = self.by_name[name](state.mod)
-            key = self.key_fn(mod)
-            figures = state.figures if key == state.key else self.figures.get(key)
-            if figures is None:
-                figures = self.figures[key] = self.measure_fn(mod)
+            with deadline(left):  # the pass's loops and the measure look at it (edgemem/timelimit.py)
+                mod = self.by_name[name](state.mod)
+                key = self.key_fn(mod)
+                figures = state.figures if key == state.key else self.figures.get(key)
+                if figures is None:
+                    figures = self.figures[key] = self.measure_fn(mod)
+        except TimeUp:  # cut: nothing is learned or cached of this trial
+            raise _OutOfBudget("time") from None
         except Exception:  # a failing pass is not applicable (OPASS)
             mod, key, figures = state.mod, state.key, None
         result = self.applied[(state.key, name)] = (mod, key, figures)
@@ -331,8 +357,10 @@ class _Search:
         return self.rng.choices(range(n), weights=weights)[0]
 
     def run(self, mod, target: float | None) -> str:
+        t0 = time.perf_counter()
         key = self.key_fn(mod)
         figures = self.figures[key] = self.measure_fn(mod)
+        self.root_seconds = time.perf_counter() - t0  # what one measure of this module costs (real seconds)
         self.add_state(mod, key, figures, (), None, None)
         try:
             while True:
@@ -360,10 +388,13 @@ class _Search:
 
 def _run_sequence(search: _Search, names) -> tuple[_State, list]:
     """Apply ``names`` in order from the root (passes that change nothing included); the last state and
-    the figures after each step."""
+    the figures after each step. Out of time, the passes applied by then."""
     state, steps = search.states[0], []
     for name in names:
-        state = search.step(state, name) or _State(-1, state.mod, state.key, state.figures, state.path + (name,))
+        try:
+            state = search.step(state, name) or _State(-1, state.mod, state.key, state.figures, state.path + (name,))
+        except _OutOfBudget:
+            break
         steps.append((name, state.figures))
     return state, steps
 
@@ -440,11 +471,17 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
         if name == "none":
             state, steps = root, []
         elif name == "fixed":
+            search.fallback = True
             state, steps = _run_sequence(search, [n for n in fixed_sequence if n in names])
+            search.fallback = False
         elif name in (extra_baselines or {}):
-            state, steps = extra_baselines[name](search)
+            try:
+                state, steps = extra_baselines[name](search)
+            except _OutOfBudget:
+                report[name] = {"arena_bytes": None, "reason": _NO_TIME}
+                continue
         elif name == "tvm_default":
-            report[name] = tvm_default_baseline(mod, measure_fn)
+            report[name] = _tvm_default(search, mod, measure_fn)
             continue
         else:
             known = ", ".join([*ALL_BASELINES, *(extra_baselines or {})])
@@ -478,10 +515,32 @@ def _run_fallbacks(search: _Search, fallbacks: list, target_bytes: int, reached:
             return
         for p in seq:
             search.by_name.setdefault(p.name, p)
-        state, steps = _run_sequence(search, [p.name for p in seq])
+        search.fallback = True  # as the fixed sequence: no deadline, a split takes the seconds it takes
+        try:
+            state, steps = _run_sequence(search, [p.name for p in seq])
+        finally:
+            search.fallback = False
         report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
                         "sequence": [n for n, _ in steps]}  # fmt: skip
         reached.append((state, steps, f"fallback:{name}"))
+
+
+_NO_TIME = "skipped: the --opt-time budget ran out"
+
+
+def _tvm_default(search: _Search, mod, measure_fn) -> dict:
+    """TVM's pipeline as a reference figure, within what is left of the baselines' time (BASELINE_GRACE). Its
+    passes are TVM's, which no deadline stops: it is skipped when left with less than TVM_DEFAULT_COST measures
+    of the input module (the pipeline legalizes every binding, 2.3 measures on a chain of 1,500 kernels; then
+    it is measured twice)."""
+    left = BASELINE_GRACE * search.time_budget - (search.clock() - search.start)
+    if left <= 0 or left < TVM_DEFAULT_COST * search.root_seconds:
+        return {"arena_bytes": None, "reason": _NO_TIME}
+    try:
+        with deadline(left):
+            return tvm_default_baseline(mod, measure_fn)
+    except TimeUp:
+        return {"arena_bytes": None, "reason": _NO_TIME}
 
 
 def _choose(reached: list, budget: int | None, max_slowdown: float | None):

@@ -65,6 +65,7 @@ from ..ir.graph import Op, OpGraph, Tensor, linked
 from ..memory.patches import StageOp, Window, box_size, grid, patch_pad, regions
 from ..kernels import kernel_attrs
 from ..kernels.specs import Conv2D, Depthwise, DepthwiseInplace
+from ..timelimit import check
 from . import kernel_spec
 from .rewrite import Bindings, kernel_vars, rebuild
 
@@ -336,6 +337,7 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
     for stage in stages(mod):
         s = graph.tensors[stage.tensor].shape
         for p, q in grids:
+            check()  # each candidate is scheduled and placed: under the pass search's deadline
             if p > s[1] or q > s[2]:
                 continue
             prog = _program(raw, stage, p, q)
@@ -447,6 +449,7 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
         vals = dict(param)
         value = None
         for n, pop in enumerate(prog):
+            check()  # a kernel built per tile and operator
             ty = _tensor_type(pop.shape, pop.dtype)
             symbol = f"patch{k}_s{cand.split}_{cand.grid[0]}x{cand.grid[1]}_{n}_{pop.what}"  # the report names the grid
             if pop.what in ("slice", "gather"):

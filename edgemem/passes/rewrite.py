@@ -16,6 +16,7 @@ from tvm import relax
 
 from ..ir.kept import per_object
 from ..kernels import kernel_attrs
+from ..timelimit import TimeUp, check
 from ..kernels.specs import KernelSpec
 
 
@@ -55,6 +56,7 @@ class Bindings:
         self.readers: dict = {}
         for block in func.body.blocks:
             for b in block.bindings:
+                check()  # a pass on thousands of kernels is cut at the search's deadline (edgemem/timelimit.py)
                 self.defs[b.var] = b.value
                 for a in _vars_in(b.value):
                     self.readers.setdefault(a, []).append(b.var)
@@ -66,6 +68,7 @@ class Bindings:
 
     def kernel(self, var) -> Kernel | None:
         """The kernel call bound to ``var``, else None."""
+        check()  # what every pass asks of each binding it looks at
         value = self.defs.get(var)
         if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"):
             return None
@@ -157,12 +160,21 @@ def rebuild(mod: tvm.IRModule, replace: dict, drop: set | frozenset = frozenset(
     func = mod["main"]
     kernels = {gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"}
     bb = _Builder(kernels)  # without the old main, so the new one takes its name
+    try:
+        return _rebuilt(bb, func, kernels, replace, drop)
+    except TimeUp:  # cut by the pass search's deadline: close the builder's scopes quietly (see abandon)
+        abandon(bb._bb)  # noqa: SLF001
+        raise
+
+
+def _rebuilt(bb, func, kernels: dict, replace: dict, drop) -> tvm.IRModule:
     env: dict = {}
     with bb.function("main", func.params, attrs=dict(func.attrs) if func.attrs else None):
         with bb.dataflow():
             results = []
             for block in func.body.blocks:
                 for b in block.bindings:
+                    check()
                     if b.var in drop:
                         continue
                     value = replace[b.var](bb, env) if b.var in replace else _rename(b.value, env)

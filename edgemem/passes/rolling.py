@@ -34,6 +34,7 @@ from tvm import relax
 from ..ir.graph import Op, OpGraph, Tensor, linked
 from ..kernels import kernel_attrs
 from ..memory import rolling as geo
+from ..timelimit import check
 from . import kernel_spec
 from .rewrite import Bindings, kernel_vars, rebuild
 
@@ -160,6 +161,7 @@ def candidates(mod, max_overhead: float | None = None, *, align: int = 4, second
             continue
         w = raw.tensors[stage.tensor].shape[2]
         for q in range(1, min(MAX_COLUMN_TILES, w) + 1):
+            check()  # each candidate is scheduled and placed: under the pass search's deadline
             lay = layout(raw, stage, q)
             macs = base_macs - sum(op.macs for op in graph.ops[: stage.split + 1]) + lay.macs
             if base_macs and (macs - base_macs) > limit * base_macs:

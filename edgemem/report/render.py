@@ -17,6 +17,7 @@ from pathlib import Path
 import jinja2
 
 from ..build_info import BuildInfo, load_build_info
+from ..codegen.escape import json_in_html
 from ..codegen.templates import TEMPLATES_DIR
 
 REPORT_HTML = "report.html"
@@ -371,7 +372,7 @@ def render_report(info: BuildInfo | dict, profile: dict | None = None) -> str:
         "passes": info.passes, "baselines": info.pass_baselines,
         "budget": _budget_bar(info, profile), "pareto": _pareto(info),
         "on_qemu": bool(profile) and "total_instructions" in profile,
-        "data_json": json.dumps({"arena_bytes": info.arena_bytes, "lower_bound_bytes": info.lower_bound_bytes}),
+        "data_json": json_in_html(json.dumps({"arena_bytes": info.arena_bytes, "lower_bound_bytes": info.lower_bound_bytes})),
     }  # fmt: skip
     if memory:
         _, kinds = _fills(memory)
@@ -396,5 +397,6 @@ def write_report(out_dir: str | Path, info: BuildInfo | dict | None = None, prof
         except (OSError, ValueError):
             profile = None
     target = Path(path) if path is not None else out_dir / REPORT_HTML
-    target.write_text(render_report(info, profile))
+    # a file name's undecodable bytes (surrogateescape) have no UTF-8: shown as \udcNN rather than failing the build
+    target.write_text(render_report(info, profile), encoding="utf-8", errors="backslashreplace")
     return target

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 
 from . import Schedule, exact, hierarchical, rpo
-from .dag import Dag
+from .dag import NO_LIMITS, Dag, Limits, OutOfBudget
 from .exact import file_or_topo
+
+TIE_BREAK_SHARE = 0.5  # the tie-break between orders of equal peak may take the budget's unused part + this share
 
 
 def best_schedule(dag: Dag, time_budget: float = 3.0, placed=None) -> tuple[list[int], int, dict]:
@@ -14,7 +16,9 @@ def best_schedule(dag: Dag, time_budget: float = 3.0, placed=None) -> tuple[list
     seeded with the best so far. Returns (order, peak, report) where ``report[name]`` is
     ``{"peak", "seconds", "order"}`` per scheduler (exact also has ``"optimal"``), and ``report["best"]``
     names the winner. Ties on the peak go to the least ``placed(order)`` (the arena bytes a placement of
-    that order takes: two orders of the same peak can place differently), then to the earliest listed."""
+    that order takes: two orders of the same peak can place differently), then to the earliest listed; it
+    stops at ``TIE_BREAK_SHARE`` past the budget (a placement of thousands of tensors is not free), keeping
+    the orders placed by then, so the whole call stays within 1.5 x ``time_budget`` plus one placement."""
     start = time.perf_counter()
     report, results = {}, []
 
@@ -35,32 +39,52 @@ def best_schedule(dag: Dag, time_budget: float = 3.0, placed=None) -> tuple[list
         record("exact", exact.schedule, dag, time_limit=left, incumbent=incumbent)
     peak, _, name, order = min(results)
     if placed is not None:
-        name, order = _least_placed(dag, [r for r in results if r[0] == peak], placed)
+        left = start + (1 + TIE_BREAK_SHARE) * time_budget - time.perf_counter()
+        name, order = _least_placed(dag, [r for r in results if r[0] == peak], placed, Limits(max(left, 0)), (name, order))
     report["best"] = name
     return order, peak, report
 
 
-def _least_placed(dag: Dag, tied: list, placed) -> tuple[str, list[int]]:
+def _least_placed(dag: Dag, tied: list, placed, limits: Limits = NO_LIMITS, first=None) -> tuple[str, list[int]]:
     """Among the orders of the least peak, and each with its operators sunk next to their first reader
     (same peak), the one that places in the fewest bytes; the earliest listed on ties. Orders of equal peak
-    can differ by several percent once placed: fragmentation depends on when each tensor is born."""
+    can differ by several percent once placed: fragmentation depends on when each tensor is born.
+    Past ``limits``, the least of those placed so far (``first``, the earliest listed, when none is)."""
     seen, candidates = set(), []
     for _, _, name, order in tied:
-        for variant in (list(order), sunk(dag, order)):
+        for variant in (list(order), sunk(dag, order, limits)):
             if tuple(variant) not in seen:
                 seen.add(tuple(variant))
                 candidates.append((name, variant))
     if len(candidates) == 1:
         return candidates[0]
-    return min(candidates, key=lambda c: placed(c[1]))
+    best, best_bytes = first if first is not None else candidates[0], None
+    for name, variant in candidates:
+        if not _has_time(limits):
+            break
+        nbytes = placed(variant)
+        if best_bytes is None or nbytes < best_bytes:
+            best, best_bytes = (name, variant), nbytes
+    return best
 
 
-def sunk(dag: Dag, order) -> list[int]:
+def _has_time(limits: Limits) -> bool:
+    try:
+        limits.charge(0)
+    except OutOfBudget:
+        return False
+    return True
+
+
+def sunk(dag: Dag, order, limits: Limits = NO_LIMITS) -> list[int]:
     """``order`` with each operator, last to first, moved to just before its first reader when that does
-    not raise the peak: a tensor born late is live for fewer steps, which leaves the placement fewer holes."""
+    not raise the peak: a tensor born late is live for fewer steps, which leaves the placement fewer holes.
+    Past ``limits``, the moves made so far (each keeps the peak): each move costs a pass over the order."""
     order = list(order)
     peak = dag.peak(order)
-    for v in reversed(list(order)):
+    for count, v in enumerate(reversed(list(order))):
+        if not count & 15 and not _has_time(limits):
+            break
         if not dag.succs[v]:
             continue
         i = order.index(v)

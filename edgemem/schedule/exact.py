@@ -23,29 +23,9 @@ from __future__ import annotations
 
 import time
 
-from .dag import Dag, bits
+from .dag import NO_LIMITS, Dag, Limits, OutOfBudget, bits
 from .rpo import rpo_order
 
-
-class OutOfBudget(Exception):
-    """The time or state limit ran out."""
-
-
-class Limits:
-    """A deadline and a cap on states, shared by every search of one scheduler call."""
-
-    def __init__(self, seconds: float | None = None, max_states: int | None = None):
-        self.deadline = None if seconds is None else time.perf_counter() + seconds
-        self.max_states = max_states
-        self.states = 0
-
-    def charge(self, count: int) -> None:
-        """Count ``count`` new states; raise OutOfBudget past a limit."""
-        self.states += count
-        if self.max_states is not None and self.states > self.max_states:
-            raise OutOfBudget("state limit")
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise OutOfBudget("time limit")
 
 
 def leaf_expand(dag: Dag, ops: list[int]):
@@ -159,20 +139,34 @@ def run_items(seq, expand, done: int, m: int):
     return ops, peak, m, done
 
 
-def segments(dag: Dag) -> list[list[int]]:
+def segments(dag: Dag, limits: Limits = NO_LIMITS) -> list[list[int]]:
     """The ops split at single-node cuts (every other op is an ancestor or a descendant of a
-    cut); each segment, in topological order, ends with its cut."""
-    anc, desc = dag.ancestors(), dag.descendants()
-    out, taken = [], 0
-    for v in dag.topo:
-        if (anc[v] | desc[v]).bit_count() == dag.n - 1:
-            seg = (anc[v] | (1 << v)) & ~taken
-            out.append(seg)
-            taken |= seg
-    if taken != dag.full:
-        out.append(dag.full & ~taken)
-    pos = {v: s for s, v in enumerate(dag.topo)}
-    return [sorted(bits(seg), key=pos.get) for seg in out]
+    cut); each segment, in topological order, ends with its cut. In linear time: the op at
+    position i of the topological order is a cut iff every op before it has a successor at or
+    before i (then following such successors reaches it: all are ancestors) and every op after it
+    a predecessor at or after i (all are descendants)."""
+    n, topo = dag.n, dag.topo
+    pos = [0] * n
+    for i, v in enumerate(topo):
+        pos[v] = i
+    reach = [min((pos[s] for s in dag.succs[v]), default=n) for v in topo]
+    back = [max((pos[p] for p in dag.preds[v]), default=-1) for v in topo]
+    after_ok = [True] * n  # every op after position i has a predecessor at or after i
+    lowest = n
+    for i in range(n - 1, -1, -1):
+        limits.tick(i)
+        after_ok[i] = lowest >= i
+        lowest = min(lowest, back[i])
+    out, start, highest = [], 0, -1
+    for i in range(n):
+        limits.tick(i)
+        if highest <= i and after_ok[i]:
+            out.append(topo[start:i + 1])
+            start = i + 1
+        highest = max(highest, reach[i])
+    if start < n:
+        out.append(topo[start:])
+    return out
 
 
 def min_order(item_preds: list[int], expand, done: int, m: int, incumbent: list[int], floor: int, limits: Limits,
@@ -191,17 +185,29 @@ def min_order(item_preds: list[int], expand, done: int, m: int, incumbent: list[
 
 
 class Segment:
-    """The ops between two cuts, to be ordered after the ops ``done`` (``m`` bytes live)."""
+    """The ops between two cuts, to be ordered after the ops ``done`` (``m`` bytes live: the caller carries
+    it from segment to segment; ``Dag.mem`` on each would scan every op run before, quadratic on long
+    chains). The per-state bound is built on first use: most segments of a long chain never search."""
 
-    def __init__(self, dag: Dag, ops: list[int], done: int, order: list[int]):
-        self.dag, self.ops, self.done, self.m = dag, ops, done, dag.mem(done)
+    def __init__(self, dag: Dag, ops: list[int], done: int, order: list[int], m: int, limits: Limits = NO_LIMITS):
+        self.dag, self.ops, self.done, self.m, self.limits = dag, ops, done, m, limits
         index = {v: i for i, v in enumerate(ops)}
         self.item_preds = [sum(1 << index[p] for p in dag.preds[v] if p in index) for v in ops]
         self.expand = leaf_expand(dag, ops)
-        self.prune = dag.pruner(sum(1 << v for v in ops))
-        self.floor = max(dag.bounds()[v][0] for v in ops)
+        self._prune = None
         self.seq = [index[v] for v in order]  # best item sequence so far
         self.peak = run_items(self.seq, self.expand, done, self.m)[1]
+
+    @property
+    def prune(self):
+        if self._prune is None:
+            self._prune = self.dag.pruner(sum(1 << v for v in self.ops), limits=self.limits)
+        return self._prune
+
+    @property
+    def floor(self) -> int:
+        bounds = self.dag.bounds(self.limits)
+        return max(bounds[v][0] for v in self.ops)
 
     @property
     def order(self) -> list[int]:
@@ -218,6 +224,22 @@ class Segment:
         ``plain``: without the per-state bound and the dominance rule."""
         prune = None if plain else self.prune
         self.seq, self.peak = min_order(self.item_preds, self.expand, self.done, self.m, self.seq, max(floor, self.floor), limits, None, prune, not plain)
+
+
+def _segments_in(dag: Dag, best: list[int], limits: Limits) -> list:
+    """The segments, each in ``best``'s order: a Segment where there is a choice (two ops or more), else
+    its one op as a list (a long chain has thousands of those and nothing to search)."""
+    pos = {v: s for s, v in enumerate(best)}
+    parts, done, m = [], 0, dag.mem(0)
+    for i, seg in enumerate(segments(dag, limits)):
+        limits.tick(i)
+        ordered = sorted(seg, key=pos.get)
+        if len(seg) > 1:
+            parts.append(Segment(dag, seg, done, ordered, m, limits))
+        else:
+            parts.append(ordered)
+        _, m, done = dag.run(done, m, ordered)
+    return parts
 
 
 def file_or_topo(dag: Dag) -> list[int]:
@@ -237,15 +259,12 @@ def schedule(dag: Dag, time_limit: float | None = 60.0, max_states: int | None =
     limits = Limits(time_limit, max_states)
     candidates = [file_or_topo(dag), rpo_order(dag)] + ([list(incumbent)] if incumbent is not None else [])
     best = min(candidates, key=dag.peak)
-    pos = {v: s for s, v in enumerate(best)}
-    parts, done = [], 0
-    for seg in segments(dag):
-        parts.append(Segment(dag, seg, done, sorted(seg, key=pos.get)))
-        done |= sum(1 << v for v in seg)
-    floor = dag.lower_bound() if dag.n else 0
-    todo = sorted((p for p in parts if p.peak > floor and len(p.ops) > 1), key=lambda p: -p.peak)
-    optimal = True
+    parts, optimal = [[v] for v in best], True  # what a limit returns before the segments are known: the best order
     try:
+        parts = _segments_in(dag, best, limits)
+        todo = [p for p in parts if isinstance(p, Segment)]
+        floor = dag.lower_bound(limits) if todo else 0
+        todo = sorted((p for p in todo if p.peak > floor), key=lambda p: -p.peak)
         if quick and not plain:
             for part in todo:
                 part.quick(quick, limits)
@@ -255,7 +274,7 @@ def schedule(dag: Dag, time_limit: float | None = 60.0, max_states: int | None =
             floor = max(floor, part.peak)
     except OutOfBudget:
         optimal = False
-    order = [v for part in parts for v in part.order]
+    order = [v for part in parts for v in (part.order if isinstance(part, Segment) else part)]
     info = {"scheduler": "serenity" if plain else "exact", "optimal": optimal, "states": limits.states, "segments": len(parts),
             "seconds": time.perf_counter() - start}  # fmt: skip
     return order, dag.peak(order), info

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .dag import Dag, bits
+from .dag import NO_LIMITS, Dag, bits
 from .exact import Limits, OutOfBudget, file_or_topo, min_order, run_items, search, segments
 from .rpo import rpo_order
 
@@ -45,7 +45,10 @@ class Block:
 # -- the tree ---------------------------------------------------------------------------------
 
 
-def _idoms(n: int, preds, order) -> list[int]:
+MAX_NEST = 40  # cells nested deeper are not blocks of their own: each level is ~11 Python frames of recursion
+
+
+def _idoms(n: int, preds, order, limits: Limits = NO_LIMITS) -> list[int]:
     """Immediate dominators on a DAG (Cooper, Harvey, Kennedy) with a virtual root ``n``:
     one pass in topological order suffices since every predecessor is final before its user."""
     idom, depth = [n] * (n + 1), [0] * (n + 1)
@@ -57,7 +60,8 @@ def _idoms(n: int, preds, order) -> list[int]:
             a = idom[a]
         return a
 
-    for v in order:
+    for i, v in enumerate(order):
+        limits.tick(i)
         ps = preds(v)
         d = ps[0]
         for p in ps[1:]:
@@ -66,25 +70,27 @@ def _idoms(n: int, preds, order) -> list[int]:
     return idom
 
 
-def _subtrees(n: int, idom, order) -> list[int]:
+def _subtrees(n: int, idom, order, limits: Limits = NO_LIMITS) -> list[int]:
     """Per node (and the virtual root ``n``), the mask of the ops it dominates."""
     sub = [0] * (n + 1)
-    for v in reversed(order):
+    for i, v in enumerate(reversed(order)):
+        limits.tick(i)
         sub[v] |= 1 << v
         sub[idom[v]] |= sub[v]
     return sub
 
 
-def cells(dag: Dag) -> list[int]:
+def cells(dag: Dag, limits: Limits = NO_LIMITS) -> list[int]:
     """Masks of single-entry single-exit regions closed by a join, a laminar family."""
     n, topo = dag.n, dag.topo
-    idom = _idoms(n, lambda v: dag.preds[v] or [n], topo)
-    dom = _subtrees(n, idom, topo)
+    idom = _idoms(n, lambda v: dag.preds[v] or [n], topo, limits)
+    dom = _subtrees(n, idom, topo, limits)
     sink = lambda v: dag.succs[v] + ([n] if v in dag.outputs or not dag.succs[v] else [])  # noqa: E731
-    ipdom = _idoms(n, sink, topo[::-1])
-    pdom = _subtrees(n, ipdom, topo[::-1])
+    ipdom = _idoms(n, sink, topo[::-1], limits)
+    pdom = _subtrees(n, ipdom, topo[::-1], limits)
     found = set()
     for j in range(n):
+        limits.tick(j)
         if len(dag.preds[j]) < 2:
             continue
         e = idom[j]
@@ -92,31 +98,38 @@ def cells(dag: Dag) -> list[int]:
         if region.bit_count() >= 3 and region != dag.full:
             found.add(region)
     kept = []
-    for c in sorted(found, key=int.bit_count):
+    for i, c in enumerate(sorted(found, key=int.bit_count)):
+        limits.tick(i)
         if all(not c & k or k & ~c == 0 for k in kept):  # disjoint or containing
             kept.append(c)
     return kept
 
 
-def build(dag: Dag, mask: int | None = None, regions: list[int] | None = None) -> Block:
-    """The block tree of the ops in ``mask`` (default all): root > cells > sequences of cells and ops."""
+def build(dag: Dag, mask: int | None = None, regions: list[int] | None = None, limits: Limits = NO_LIMITS) -> Block:
+    """The block tree of the ops in ``mask`` (default all): root > cells > sequences of cells and ops.
+    Cells nested more than MAX_NEST deep are left out (their ops go to the deepest cell kept): running a
+    block recurses into its children, and a hostile chain of joins nests thousands of cells."""
     mask = dag.full if mask is None else mask
     root = Block("root", mask)
-    regions = [c for c in (cells(dag) if regions is None else regions) if c & mask == c and c != mask]
-    blocks = {}
-    for c in sorted(regions, key=int.bit_count):  # smallest first: children before parents
-        blocks[c] = Block("cell", c)
-    tops = [root] + [blocks[c] for c in sorted(regions, key=int.bit_count, reverse=True)]
-    owner = {}  # op -> the smallest block holding it
-    for blk in tops:  # from large to small, so smaller cells overwrite
-        for v in bits(blk.mask):
+    regions = [c for c in (cells(dag, limits) if regions is None else regions) if c & mask == c and c != mask]
+    tops, depth = [root], {id(root): 0}
+    owner = dict.fromkeys(bits(mask), root)  # op -> the smallest block holding it
+    for i, c in enumerate(sorted(regions, key=int.bit_count, reverse=True)):  # large to small: a laminar family, so
+        limits.tick(i)  # the smallest larger block holding c is the last one that took any op of c
+        parent = owner[(c & -c).bit_length() - 1]
+        if depth[id(parent)] >= MAX_NEST:
+            continue
+        blk = Block("cell", c)
+        depth[id(blk)] = depth[id(parent)] + 1
+        parent.children.append(blk)
+        tops.append(blk)
+        for j, v in enumerate(bits(c)):
+            limits.tick(j)
             owner[v] = blk
-    for blk in tops[1:]:  # a cell goes into the smallest larger block holding it
-        holders = [b for b in tops if b is not blk and b.mask & blk.mask == blk.mask]
-        min(holders, key=lambda b: b.mask.bit_count()).children.append(blk)
     for v in bits(mask):
         owner[v].children.append(Block("op", 1 << v, op=v))
-    for blk in tops:
+    for i, blk in enumerate(tops):
+        limits.tick(i)
         blk.children = _chains(dag, blk, blk.children)
         _context(dag, blk)
     return root
@@ -195,11 +208,18 @@ class _Scheduler:
 
     def __init__(self, dag: Dag, limits: Limits, beam: int | None):
         self.dag, self.limits, self.beam = dag, limits, beam
-        # under a budget, drop states bound to exceed it: that frees beam places (nasnet-120-s1 missed its optimum
-        # without); only the 4 ops of largest bound are checked -- the full check made wide flat graphs 2-3x slower
-        self.prune = dag.pruner(top=4) if dag.n else None
+        self._prune = None
         self.memo = {}
         self.expand_of = {}  # block -> its children's expand function
+
+    @property
+    def prune(self):
+        """Under a budget, drop states bound to exceed it: that frees beam places (nasnet-120-s1 missed its optimum
+        without); only the 4 ops of largest bound are checked -- the full check made wide flat graphs 2-3x slower.
+        Built on first use (under the limits): a long chain never searches."""
+        if self._prune is None and self.dag.n:
+            self._prune = self.dag.pruner(top=4, limits=self.limits)
+        return self._prune
 
     def expand(self, blk: Block, done: int, m: int):
         """Run a block after ``done``: (ops, peak of its steps, bytes live after, done after)."""
@@ -354,6 +374,21 @@ def _rounds(sched: _Scheduler, root: Block, done: int, m: int, incumbent: list[i
     return best, best_peak, rounds, True
 
 
+def _segment_contexts(dag: Dag, segs, best: list[int], limits: Limits):
+    """Per segment its ops in ``best``'s order, the (ops done, bytes live) it starts from (only where it has a
+    choice: one mask of every op per segment is quadratic on a long chain), and its peak in that order."""
+    pos = {v: s for s, v in enumerate(best)}
+    chosen, context, peaks, done, m = [], {}, [], 0, dag.mem(0)
+    for k, seg in enumerate(segs):
+        limits.tick(k)
+        chosen.append(sorted(seg, key=pos.get))
+        if len(seg) > 1:
+            context[k] = (done, m)
+        peak, m, done = dag.run(done, m, chosen[k])
+        peaks.append(peak)
+    return chosen, context, peaks
+
+
 def schedule(dag: Dag, time_limit: float | None = 30.0, max_states: int | None = None, patience: int = 0, beam: int | None = 1024):
     """(order, peak, info). Split at single-node cuts like the exact scheduler; each segment
     starts from the better of the file order and RPO, so the result is never above either.
@@ -364,25 +399,24 @@ def schedule(dag: Dag, time_limit: float | None = 30.0, max_states: int | None =
     limits = Limits(time_limit, max_states)
     sched = _Scheduler(dag, limits, beam)
     best = min([rpo_order(dag), file_or_topo(dag)], key=dag.peak)
-    segs = segments(dag)
-    pos = {v: s for s, v in enumerate(best)}
-    chosen = [sorted(seg, key=pos.get) for seg in segs]
-    context, done = [], 0
-    for seg in segs:
-        context.append((done, dag.mem(done)))
-        done |= sum(1 << v for v in seg)
-    seg_peaks = [dag.run(d, m, s)[0] for (d, m), s in zip(context, chosen)]
-    floor = dag.lower_bound() if dag.n else 0
-    regions = cells(dag) if dag.n else []
-    rounds, complete = 0, True
-    for k in sorted(range(len(segs)), key=lambda k: -seg_peaks[k]):  # the highest first: it raises the floor
-        if seg_peaks[k] <= floor or len(segs[k]) == 1:
-            continue
-        root = build(dag, sum(1 << v for v in segs[k]), regions)
-        chosen[k], peak, r, complete = _rounds(sched, root, *context[k], chosen[k], floor, patience)
-        floor, rounds = max(floor, peak), rounds + r
-        if not complete:
-            break
+    chosen, segs, rounds, complete = [best], [], 0, True  # on a limit before the segments are known: the best order
+    try:
+        segs = segments(dag, limits)
+        chosen, context, seg_peaks = _segment_contexts(dag, segs, best, limits)
+        work = [k for k in range(len(segs)) if len(segs[k]) > 1]
+        floor = dag.lower_bound(limits) if work else 0
+        regions = None
+        for k in sorted(work, key=lambda k: -seg_peaks[k]):  # the highest first: it raises the floor
+            if seg_peaks[k] <= floor:
+                continue
+            regions = cells(dag, limits) if regions is None else regions
+            root = build(dag, sum(1 << v for v in segs[k]), regions, limits)
+            chosen[k], peak, r, complete = _rounds(sched, root, *context[k], chosen[k], floor, patience)
+            floor, rounds = max(floor, peak), rounds + r
+            if not complete:
+                break
+    except OutOfBudget:
+        complete = False
     order = [v for seg in chosen for v in seg]
     info = {"scheduler": "hierarchical", "rounds": rounds, "complete": complete, "states": limits.states,
             "memo": len(sched.memo), "segments": len(segs), "seconds": time.perf_counter() - start}  # fmt: skip

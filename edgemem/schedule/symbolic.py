@@ -54,7 +54,7 @@ class SymDim:
     hi: int
 
 
-_DIM_SYNTAX = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
+_DIM_SYNTAX = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$", re.ASCII)  # NAME: a C identifier
 
 
 def parse_dim(text: str) -> SymDim:
@@ -351,6 +351,7 @@ def _ints(vector) -> list[int]:
 def _symbolic_tensor_bytes(model, sg, symbols: Symbols, model_name: str) -> dict[int, object]:
     """Bytes of every activation tensor as an expression, by the binding rule of the module docstring."""
     from ..frontend.footprint import is_constant, tensor_bytes
+    from ..frontend.tflite_import import tensor_name
 
     if len(symbols.dims) != 1:
         raise UnsupportedModelError(
@@ -368,7 +369,7 @@ def _symbolic_tensor_bytes(model, sg, symbols: Symbols, model_name: str) -> dict
         elems = 1
         for d in shape:
             elems *= max(d, 1)
-        shapes[t] = (sig, shape, tensor_bytes(tensor) // max(elems, 1), tensor.Name().decode(errors="replace"))
+        shapes[t] = (sig, shape, tensor_bytes(tensor) // max(elems, 1), tensor_name(sg, t))
     marked = {t for t, (sig, *_) in shapes.items() if any(d < 0 for d in sig)}
     if marked:
         bad = [name for t, (sig, _, _, name) in shapes.items() if t in marked and any(d < 0 for d in sig[1:])]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from edgemem.board import Board, MemoryRegion
+from edgemem.codegen.escape import c_string, line_comment
 from edgemem.errors import EdgememError, ToolchainError
 from edgemem.target import mpu
 
@@ -167,7 +168,8 @@ def device_image(board: Board) -> Image:
 
 
 def _common_defines(board: Board) -> dict[str, str]:
-    return {"EM_BOARD_NAME": f'"{board.name}"', "EM_HAS_FPU": "1" if board.core.has_fpu else "0", "EM_NUM_IRQS": "96"}
+    # a C string of one printable line: main.c reports it in the line-based device protocol
+    return {"EM_BOARD_NAME": c_string(line_comment(board.name)), "EM_HAS_FPU": "1" if board.core.has_fpu else "0", "EM_NUM_IRQS": "96"}
 
 
 def _link_regions(board: Board, ram: list[MemoryRegion], address: Callable[[MemoryRegion], int], merge: bool) -> list[LinkRegion]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgemem.board import Board
+from edgemem.codegen.escape import c_identifier
 from edgemem.codegen.templates import environment as _env
 from edgemem.errors import ToolchainError, tail
 from edgemem.package_data import data_dir
@@ -55,7 +56,8 @@ def _linker_context(image: Image, stack_size: int) -> dict:
         if m is default_member:
             continue
         lr = next((r for r in image.regions if m in r.members), None)
-        extra.append({"member": m.name, "region": (lr or default_lr).name, "limit": m.size, "modelled": lr is not None})
+        extra.append({"member": c_identifier(m.name), "region": c_identifier((lr or default_lr).name), "limit": m.size,
+                      "modelled": lr is not None})  # fmt: skip
     return {
         "board": board,
         "device": image.device,
@@ -65,7 +67,9 @@ def _linker_context(image: Image, stack_size: int) -> dict:
             {"name": r.name, "origin": r.origin, "length": r.length, "members": [m.name for m in r.members]}
             for r in image.regions
         ],
-        "default_region": {"name": default_lr.name, "member": default_member.name, "length": default_lr.length},
+        # names the script uses as regions and section names: identifiers (board.py checks them where they enter)
+        "default_region": {"name": c_identifier(default_lr.name), "member": c_identifier(default_member.name),
+                           "length": default_lr.length},
         "extra_arenas": extra,
         "stack_size": stack_size,
     }

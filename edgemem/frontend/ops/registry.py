@@ -129,8 +129,9 @@ class OpContext:
         return _TFL_TYPES.get(t.tensor.Type(), "unknown")
 
     def tensor_name(self, t) -> str:
-        name = t.tensor.Name()
-        return name.decode(errors="replace") if name else f"#{t.tensor_idx}"
+        from ..tflite_import import tensor_name
+
+        return tensor_name(self.conv.subgraph, t.tensor_idx)  # the file's name (the model's own is 't<i>')
 
     def is_const(self, t) -> bool:
         if getattr(self.conv, "is_folded", None) is not None and self.conv.is_folded(t):
