@@ -54,6 +54,7 @@ class Analysis:
     arena_exact: bool  # False: float operators TVM's FuseOps may fuse while lowering (not modeled)
     ram_floor_bytes: int  # no order or placement uses less (whatever the memory passes remove)
     ram_floor_operator: int
+    ram_floor_assumes: str  # what the floor assumed of the patch pass ("" when it splits nothing)
     file_order_arena_bytes: int  # the file's order, cheap placements, no pass
     ram_budget_bytes: int  # the board's RAM less its stack
     stack_bytes: int
@@ -174,7 +175,12 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     every_pass = [p.name for p in catalogue()]
     from .frontend.footprint import operator_floor_bytes
 
-    floor, floor_op = operator_floor_bytes(model, capabilities=floor_capabilities(every_pass, model))
+    from .budget import patch_assumption
+
+    outside = bool(getattr(options, "input_outside", False))
+    caps = floor_capabilities(every_pass, model, outside)
+    floor, floor_op = operator_floor_bytes(model, capabilities=caps)
+    assumes = patch_assumption(model, caps, outside).removeprefix("; assumed: ")
     file_bytes, _ = file_order_plan(model, board.arena_align)
     budget = ram_budget(board)
     plan = build_plan(model, folded, constants, board, options)
@@ -198,7 +204,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         arena_bytes=plan["arena_bytes"], arena_pools=plan["arena_pools"], lower_bound_bytes=plan["lower_bound_bytes"],
         scheduler=plan["scheduler"], schedulers_tried=plan["schedulers_tried"], planner=plan["planner"],
         passes_modeled=plan["passes"], plan_note=plan["note"], arena_exact=not floats,
-        ram_floor_bytes=floor, ram_floor_operator=floor_op, file_order_arena_bytes=file_bytes, ram_budget_bytes=budget,
+        ram_floor_bytes=floor, ram_floor_operator=floor_op, ram_floor_assumes=assumes, file_order_arena_bytes=file_bytes, ram_budget_bytes=budget,
         stack_bytes=board.stack_size, board_ram_bytes=board.ram_bytes, weights_bytes=weights,
         board_flash_bytes=board.flash_bytes, macs=sum(r.macs for r in rows), verdict=verdict,
         symbolic=_largest_fitting(path, board, budget) if _symbolic_dim(model) else {},

@@ -50,11 +50,20 @@ def board_with_budget(board: Board, ram: int | None, flash: int | None) -> Board
     return board
 
 
+# What ``--stack auto`` plans for until the call graph sizes it after compiling (target/stack.py): the shared
+# models' bounds + margin are 464 B (VWW) to 800 B (MobileNetV2-224); the relink with the real figure is checked
+# by the linker, which refuses (exit 5) a stack that outgrew this. Planning with the board's own reservation
+# (16 KiB on stm32f746) instead refused VWW under --ram 48K, where it fits in 38 KB (issue 33).
+AUTO_STACK_PLANNED = 2048
+
+
 def with_stack(board: Board, stack: int | str | None) -> Board:
     """The board with the user's stack reservation (``--stack``): bytes, or "auto" (sized after compiling;
-    until then the board's own reservation is the budget, so planning stays on the safe side)."""
-    if stack is None or stack == "auto":
+    until then AUTO_STACK_PLANNED, or the board's own reservation if smaller)."""
+    if stack is None:
         return board
+    if stack == "auto":
+        return dataclasses.replace(board, stack_size=min(board.stack_size, AUTO_STACK_PLANNED))
     if not isinstance(stack, int) or stack <= 0 or stack % 8:
         raise EdgememError(f"--stack {stack} is not a stack size: give a positive multiple of 8 bytes (with a unit: "
                            "--stack 4K) or --stack auto.")  # fmt: skip
@@ -68,29 +77,53 @@ def ram_budget(board: Board) -> int:
     return qemu_image(board).default_region.length - board.stack_size
 
 
-def check_floor(model_path: Path, board: Board, passes: tuple[str, ...]) -> None:
+def check_floor(model_path: Path, board: Board, passes: tuple[str, ...], input_outside: bool = False) -> None:
     """Fail before lowering when even the largest single operator cannot fit the board, whatever the memory
     passes that may run (``passes``, catalogue names) remove (each declares it: passes/catalogue.py,
-    memory/floor.py)."""
+    memory/floor.py), patch stages included when ``patches`` may run (its floor: the model input, none with
+    ``input_outside``)."""
     from .frontend.footprint import op_names, operator_floor_bytes
     from .frontend.tflite_import import read_tflite
     from .passes.catalogue import floor_capabilities
 
     model = read_tflite(model_path)
     passes = [n for n in passes if floor_capabilities((n,))]  # those that may remove bytes
-    floor, op_index = operator_floor_bytes(model, capabilities=floor_capabilities(passes, model))
+    caps = floor_capabilities(passes, model, input_outside)
+    floor, op_index = operator_floor_bytes(model, capabilities=caps)
     budget = ram_budget(board)
     if floor > budget:
         plan_bytes, algorithm = file_order_plan(model, board.arena_align)
-        raise DoesNotFitError(
+        err = DoesNotFitError(
             f"{model_path.name} needs at least {floor:,} bytes of activation RAM (operator #{op_index} "
             f"{op_names(model)[op_index]} alone keeps that much live whatever the memory passes that may run "
-            f"({', '.join(passes) or 'none'}) remove, so no operator order or placement can use less) but board "
-            f"{board.name} has {budget:,} bytes left after its {board.stack_size:,}-byte stack "
-            f"({board.ram_bytes:,} B of RAM in all). Best plan found: the file's operator order placed by {algorithm}, "
-            f"{plan_bytes:,} B; operator reordering and the placement searches were skipped, as none can beat that "
-            "floor. Use a board with more RAM, a smaller input resolution, or --ram to plan for a larger budget."
+            f"({', '.join(passes) or 'none'}) remove{patch_assumption(model, caps, input_outside)}, so no operator "
+            f"order or placement can use less) but board {board.name} has {budget:,} bytes left after its "
+            f"{board.stack_size:,}-byte stack ({board.ram_bytes:,} B of RAM in all). Best plan found: the file's "
+            f"operator order placed by {algorithm}, {plan_bytes:,} B; operator reordering and the placement searches "
+            "were skipped, as none can beat that floor. Use a board with more RAM, a smaller input resolution, or "
+            "--ram to plan for a larger budget."
         )
+        # report.html of the refusal (report/refusal.py), written by the build into its output directory
+        err.refusal = lambda: _refusal_facts(model_path, board, passes, floor, op_index, budget, str(err))
+        raise err
+
+
+def _refusal_facts(model_path, board, passes, floor, op_index, budget, message) -> dict:
+    from .report.refusal import floor_refusal
+
+    return floor_refusal(model_path, board, passes, floor, op_index, budget, message)
+
+
+def patch_assumption(model, capabilities, input_outside: bool = False) -> str:
+    """What the floor assumed of the patch pass, as a clause ("" when it may not run or splits nothing)."""
+    from .frontend.footprint import patch_stage_ops
+
+    ops = patch_stage_ops(model, capabilities)
+    if not ops:
+        return ""
+    held = "nothing (the input is outside the arena)" if input_outside else "only the model input"
+    return (f"; assumed: operators #{ops[0]}..#{ops[-1]} may run tile by tile in a patch stage (patches, rolling "
+            f"rows), holding {held}, whatever the MAC limit")
 
 
 def file_order_plan(model, align: int) -> tuple[int, str]:

@@ -503,7 +503,8 @@ def _print_analysis(a) -> None:
     if not a.arena_exact:
         s.add_row("", _text(a.plan_note.rsplit("; ", 1)[-1]))
     s.add_row("lower bound", f"{a.lower_bound_bytes:,} B (that order's peak live bytes)")
-    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower)")
+    assumed = f"; assumed: {a.ram_floor_assumes}" if a.ram_floor_assumes else ""
+    s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower{assumed})")
     s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)")
     s.add_row("weights (flash)", f"{a.weights_bytes:,} B of {a.board_flash_bytes:,} B")
     s.add_row("MACs", f"{a.macs:,}")

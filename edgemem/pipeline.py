@@ -93,7 +93,16 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
     written is refused before the expensive stages, and the old one stays until the new one is complete."""
     options = options or BuildOptions()
     with OutputDir(out_dir, options.overwrite, model_path) as target:
-        return _build(model_path, board_name, target, options, observer)
+        try:
+            return _build(model_path, board_name, target, options, observer)
+        except DoesNotFitError as e:
+            facts = getattr(e, "refusal", None)
+            if facts is None:
+                raise
+            from .report.refusal import write_refusal
+
+            target.write(lambda project: write_refusal(project, facts()))
+            raise DoesNotFitError(f"{e} The refusal's report, with the ways out: {Path(out_dir) / 'report.html'}.") from e
 
 
 def _build(model_path: str | Path, board_name: str, target: OutputDir, options: BuildOptions,
@@ -117,7 +126,7 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
     with stage("check"):  # what can be refused from the file alone, before the expensive stages
         board = with_stack(board_with_budget(load_board(board_name), options.ram, options.flash), options.stack)
         budget = ram_budget(board)
-        if not options.input_outside:  # the flatbuffer floor counts the input in the arena
+        if not options.input_outside:  # the flatbuffer floor counts the input in the arena at every reader
             check_floor(Path(model_path), board, floor_passes(options))
     with stage("import"):
         model = import_tflite(model_path)

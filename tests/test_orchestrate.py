@@ -444,3 +444,38 @@ def test_module_key_tells_modules_apart_as_the_whole_module_hash_does():
     assert all((keys[i] == keys[j]) == (hashes[i] == hashes[j]) for i, j in pairs)
     assert any(hashes[i] == hashes[j] and mods[i] is not mods[j] for i, j in pairs)  # some equal pairs: the test can fail both ways
     assert len(set(hashes)) > 5
+
+
+def test_when_nothing_fits_the_work_adding_fallbacks_run_until_one_fits():
+    """Issue 33: the search's time budget ran out before a patch trial of many seconds, and the build refused a
+    model a split fits. With nothing reached under the target, the fallbacks run from the input module (outside
+    the time budget), in order of more work, until one fits; the objective then takes the fitting one. With a
+    whole-tensor state that fits, none runs."""
+    ran = []
+
+    def cut(gain, macs):
+        def apply(mod):
+            ran.append(gain)
+            return (mod[0], mod[1] | {f"cut{gain}"})
+        return GraphPass(f"cut{gain}", "fake: adds work", apply, "edgemem", deferred=True), gain, macs
+
+    def measure(mod):
+        figures = dict(fake_measure(mod))
+        for fact in mod[1]:
+            if fact.startswith("cut"):
+                figures["arena_bytes"] -= int(fact[3:])
+                figures["macs"] += int(fact[3:])  # more work for a deeper cut
+        return figures
+
+    small, big, bigger = cut(200, 1), cut(500, 2), cut(700, 3)
+    fallbacks = [(p.name, [p]) for p, _, _ in (small, big, bigger)]
+    mod = MODELS_FAKE["plain"]  # 1000 B, 900 B with the in-place depthwise... never below 900 without a cut
+    kw = dict(measure_fn=measure, key_fn=lambda m: m, table=EffectTable(), baselines=("none", "fixed"), pareto=True,
+              time_budget=0.0)
+    result = orchestrate(mod, FAKE_PASSES, target_bytes=600, fallbacks=fallbacks, **kw)
+    assert ran == [200, 500]  # the 700-byte cut was not needed
+    assert result.fits and result.figures["arena_bytes"] == 500 and result.source == "fallback:cut500"
+    assert result.baselines["cut200"]["arena_bytes"] == 800
+    ran.clear()
+    result = orchestrate(mod, FAKE_PASSES, target_bytes=1000, fallbacks=fallbacks, **kw)
+    assert ran == [] and result.fits and result.figures["arena_bytes"] == 1000

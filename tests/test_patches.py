@@ -85,7 +85,7 @@ def test_grid_tiles_cover_the_tensor_once():
 # -- small CNNs (flatbuffer builder) ----------------------------------------------------------------------
 
 
-def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False):
+def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False, padding=mm.PAD.SAME):
     if depthwise:
         w = rng.integers(-127, 128, (1, k, k, c_out)).astype(np.int8)
     else:
@@ -96,16 +96,18 @@ def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False):
                  mm.qparams(ws * np.float32(_Q["scale"][0]), 0, 0))  # fmt: skip
     y = mb.tensor(name, out_shape, np.int8, _Q)
     if depthwise:
-        mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, wt, b], [y], *mm.depthwise_options(stride, mm.PAD.SAME, mm.ACT.RELU), version=3)
+        mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, wt, b], [y], *mm.depthwise_options(stride, padding, mm.ACT.RELU), version=3)
     else:
-        mb.op(mm.OP.CONV_2D, [x, wt, b], [y], *mm.conv2d_options(stride, mm.PAD.SAME, mm.ACT.RELU), version=3)
+        mb.op(mm.OP.CONV_2D, [x, wt, b], [y], *mm.conv2d_options(stride, padding, mm.ACT.RELU), version=3)
     return y
 
 
-def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: bool = True, float_input: bool = False) -> bytes:
+def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: bool = True, float_input: bool = False,
+              pad: bool = False) -> bytes:
     """x -> conv3x3 s2 -> dw3x3 -> conv1x1 (+ the s2 conv's output: a residual ADD) -> dw3x3 s2 -> conv1x1 ->
     conv3x3 (after any split) -> out. Odd sizes, so border patches differ from interior ones. ``float_input``:
-    a float32 x and a QUANTIZE first (as tinyengine_mcunet_vww)."""
+    a float32 x and a QUANTIZE first (as tinyengine_mcunet_vww). ``pad``: the dw3x3 s2 as an explicit PAD
+    then a VALID depthwise convolution (as MobileNetV2-224's stride-2 blocks)."""
     rng = np.random.default_rng(seed)
     mb = mm.ModelBuilder(description="edgemem patches test")
     x = mb.tensor("x", (1, h, w, 3), np.int8, _Q)
@@ -122,7 +124,14 @@ def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: boo
         s = mb.tensor("add", (1, h2, w2, c), np.int8, _Q)
         mb.op(mm.OP.ADD, [a, d], [s], *mm.add_options(mm.ACT.NONE), version=2)
         d = s
-    e = _conv(mb, rng, "e", d, c, c, 3, 2, (1, h4, w4, c), depthwise=True)
+    if pad:  # SAME for stride 2: (k - 1) - (size - 1) % 2 rows/columns of padding, the larger half after
+        pr, pc = 2 - (h2 - 1) % 2, 2 - (w2 - 1) % 2
+        padded = mb.tensor("padded", (1, h2 + pr, w2 + pc, c), np.int8, _Q)
+        pads = mb.const("pads", np.array([[0, 0], [pr // 2, pr - pr // 2], [pc // 2, pc - pc // 2], [0, 0]], np.int32))
+        mb.op(mm.OP.PAD, [d, pads], [padded])
+        e = _conv(mb, rng, "e", padded, c, c, 3, 2, (1, h4, w4, c), depthwise=True, padding=mm.PAD.VALID)
+    else:
+        e = _conv(mb, rng, "e", d, c, c, 3, 2, (1, h4, w4, c), depthwise=True)
     f = _conv(mb, rng, "f", e, c, 2 * c, 1, 1, (1, h4, w4, 2 * c))
     g = _conv(mb, rng, "g", f, 2 * c, 4, 3, 1, (1, h4, w4, 4))
     return mb.serialize([model_input], [g])
@@ -246,3 +255,32 @@ def test_qemu_bit_exact_and_below_the_unsplit_arena(tmp_path):
     res = device_run.run(tmp_path / "p", seed=0)
     assert res["bit_exact"]
     assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+
+
+def _patch_kernels(mod) -> list[str]:
+    """The split as the kernel symbols name it (``em_k_patch<split>_s<...>_<grid>``, ``em_k_roll...``)."""
+    from edgemem.ir.graph import read_graph
+
+    return sorted(op.name for op in read_graph(mod).ops if op.name.startswith(("em_k_patch", "em_k_roll")))
+
+
+def test_the_order_of_passes_never_decides_the_split(tmp_path):
+    """Issue 33: `patches` before fold_pad (an unfolded PAD ended the stage) or after inplace_residual (a fused
+    residual ends it) left the model unsplit; wherever `patches` stands in --passes, the module is the expert
+    order's (the same program: the same split, the same kernels). Its outputs are checked under QEMU by
+    test_qemu_bit_exact_and_below_the_unsplit_arena (a rolling stage's C kernel does not run in the Relax VM)."""
+    from edgemem.ir import outside as out
+    from edgemem.frontend.tflite_import import import_tflite
+    from edgemem.passes.lower import lower_to_kernels
+    from edgemem.passes.optimize import run_passes
+    from edgemem.passes.orchestrate import module_key
+
+    path = tmp_path / "cnn_pad.tflite"
+    path.write_bytes(cnn_model(33, 31, 16, pad=True))
+    m = import_tflite(path)
+    mod = out.mark(lower_to_kernels(m.relax_mod, m.op_labels))
+    expert = ("fold_pad", "patches", *pp.FINISH)
+    done = {order: run_passes(mod, order)[0] for order in (expert, ("patches", "fold_pad", *pp.FINISH),
+                                                           ("fold_pad", *pp.FINISH, "patches"))}  # fmt: skip
+    assert _patch_kernels(done[expert]), "the expert order splits this model"
+    assert len({module_key(new) for new in done.values()}) == 1, {o: _patch_kernels(n) for o, n in done.items()}

@@ -70,6 +70,17 @@ def operator_floor_bytes(model, inplace_ops: frozenset[str] = frozenset(), fold_
     return floor, (mm.op_index[v] if v >= 0 else -1)
 
 
+def patch_stage_ops(model, capabilities) -> list[int]:
+    """The operators (flatbuffer indices) the floor lets run tile by tile (memory/floor.py ``Patch``): what the
+    floor assumed of the patch pass, for the messages that quote it."""
+    from ..memory import from_tflite
+    from ..memory.floor import patchable
+
+    folded_values, folded = _folded(model)
+    mm = from_tflite(model, 1, folded=folded, constants=set(folded_values))
+    return sorted(mm.op_index[v] for v in patchable(mm, capabilities))
+
+
 def _folded(model) -> tuple[dict, set]:
     """The operators evaluated at build time and their outputs (frontend/fold.py): constants, not RAM."""
     from .fold import fold_model

@@ -87,11 +87,13 @@ class Patch:
     """An op of ``kinds`` fed by the graph inputs through such ops only may run patch by patch
     (passes/patches.py): its tensors never exist whole but the stage's last output, whose readers keep
     their own floor. What stays is a graph input it reads: the step that reads a patch of it (the copy of
-    the box, or the op reading it in place) holds it whole. So its floor is those inputs' bytes (a promise
-    of more than the pass does is sound)."""
+    the box, or the op reading it in place) holds it whole. So its floor is those inputs' bytes, none with
+    ``input_outside`` (a promise of more than the pass does is sound: the pass's MAC limit is not weighed, and
+    rolling rows (passes/rolling.py) run the same stages, so they are covered too)."""
 
     kinds: frozenset[str]
     note: str = "ops of a patch stage at the graph input run tile by tile"
+    input_outside: bool = False  # the graph inputs are the caller's buffers (ir/outside.py): not even they stay
 
     def __str__(self) -> str:
         return self.note
@@ -146,10 +148,11 @@ def op_floors(model: MemoryModel, capabilities=()) -> list[int]:
     overlaps = [c for c in capabilities if isinstance(c, Overlap)]
     drop_dead = any(isinstance(c, DropDead) for c in capabilities)
     patched = patchable(model, capabilities)
+    outside = any(c.input_outside for c in capabilities if isinstance(c, Patch))
     out = []
     for v, op in enumerate(model.ops):
         if v in patched:
-            out.append(sum(size[t] for t in op.reads if t in size and model.storages[t].producer is None))
+            out.append(0 if outside else sum(size[t] for t in op.reads if t in size and model.storages[t].producer is None))
             continue
         if drop_dead and op.writes and all(
                 not model.storages[t].readers and not model.storages[t].pinned for t in op.writes if t in size):

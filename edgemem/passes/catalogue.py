@@ -146,19 +146,17 @@ def catalogue() -> list[GraphPass]:
     return [p for p in ours if p.name != "patches"] + TVM_PASSES + [p for p in ours if p.name == "patches"]
 
 
-# Passes whose capability counts only when the user names them in --passes: patches could in principle run
-# almost any CNN's convolution chain tile by tile (its floor is then the model input), which the floor cannot
-# weigh against the MAC limit; counted for every search it would let nearly every model past the early check.
-SEARCH_FLOOR_EXCLUDED = frozenset({"patches"})
-
-
-def floor_capabilities(names, model=None) -> tuple:
+def floor_capabilities(names, model=None, input_outside: bool = False) -> tuple:
     """What the passes named may remove, together (the early floor is computed under these); with the
-    flatbuffer ``model``, also what its lowering removes (``lowering_capabilities``)."""
+    flatbuffer ``model``, also what its lowering removes (``lowering_capabilities``). ``patches`` counts like
+    any other: the orchestrator tries it (rolling rows included) whenever the whole-tensor plan does not fit
+    (passes/optimize.py), so a floor without it would refuse models a patch stage fits (issue 33:
+    MobileNetV2-224, 212,124 B). Its floor is the model input (none with ``input_outside``) on every operator
+    a stage could run tile by tile; the MAC limit is not weighed, so the floor may be lower than any plan."""
     known = {p.name: p for p in catalogue()}
-    # every pass that may remove bytes: the orchestrator's list (or analyze's), not a user's --passes
-    searched = {n for n, p in known.items() if p.removes} <= set(names)
-    caps = tuple(c for n in names if n in known and not (searched and n in SEARCH_FLOOR_EXCLUDED) for c in known[n].removes)
+    caps = tuple(c for n in names if n in known for c in known[n].removes)
+    if input_outside:
+        caps = tuple(Patch(c.kinds, c.note, True) if isinstance(c, Patch) else c for c in caps)
     return caps + (lowering_capabilities(model) if model is not None else ())
 
 

@@ -55,7 +55,7 @@ def optimize(mod, board, options, ram_budget: int):
 
 
 def run_passes(mod, names: tuple[str, ...]):
-    """A pass sequence, each pass by its catalogue name (the user's ``--passes``)."""
+    """A pass sequence, each pass by its catalogue name (the user's ``--passes``), ``patches`` first."""
     from ..errors import EdgememError
     from .catalogue import catalogue
 
@@ -65,6 +65,9 @@ def run_passes(mod, names: tuple[str, ...]):
         raise EdgememError(f"unknown memory pass {', '.join(map(repr, unknown))} in --passes; the passes are: "
                            f"{', '.join(known)}.")  # fmt: skip
     report = []
+    # the split first: after an in-place pass a fused residual ends the stage sooner (passes/patches.py), so the
+    # position of `patches` in the list would decide the split (issue 33)
+    names = tuple(sorted(names, key=lambda n: n != "patches"))
     for name in names:
         new = known[name](mod)
         report.append({"pass": name, "changed": not new.same_as(mod)})
@@ -90,12 +93,38 @@ def _orchestrate(mod, board, options, ram_budget: int):
                          target_bytes=ram_budget, margin=1.0 if bound is not None else options.opt_margin,
                          baselines=("none", "tvm_default", "fixed"), fixed_sequence=DEFAULT_SEQUENCE,
                          measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds),
-                         pareto=True, max_slowdown=bound)  # fmt: skip
+                         pareto=True, max_slowdown=bound, fallbacks=work_adding(passes))  # fmt: skip
     if bound is not None and not result.fits:
         _refuse_slowdown(result.pareto, ram_budget, bound)
     report = result.report()
     report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
     return result.module, {**report, "baselines": result.baselines}
+
+
+# the patch pass's MAC limits tried in turn when nothing else fits (None: its own default, 5 % with the input in
+# the arena, 10 % outside); each trial costs seconds, and a larger limit only adds work
+PATCH_LIMITS = (None, 0.10, 0.20)
+
+
+def work_adding(passes) -> list:
+    """The orchestrator's fallbacks (orchestrate ``fallbacks``): rematerialization after the fixed sequence, then a
+    patch split (rolling rows included) at each of PATCH_LIMITS followed by the in-place passes -- the sequence an
+    expert gives (``--passes fold_pad,patches,inplace_...``), tried when no sequence without added work fits."""
+    from .orchestrate import DEFAULT_SEQUENCE, Variant
+    from .patches import FINISH, patches
+
+    known = {p.name: p for p in passes}
+    out = []
+    if "remat" in known:
+        out.append(("remat", [known[n] for n in (*DEFAULT_SEQUENCE, "remat") if n in known]))
+    if "patches" not in known:
+        return out
+    finish = [known[n] for n in FINISH if n in known]
+    for limit in PATCH_LIMITS:
+        label = "patches" if limit is None else f"patches[<= {limit:.0%} MACs]"
+        split = known["patches"] if limit is None else Variant(label, lambda m, limit=limit: patches(m, limit))
+        out.append((label, [split, *finish]))
+    return out
 
 
 def _refuse_slowdown(pareto: dict, budget: int, bound: float) -> None:

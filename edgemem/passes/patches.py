@@ -9,7 +9,9 @@ operators of a model run tile by tile, halos recomputed, so the large early tens
                                    ``mod`` unchanged
     pareto(candidates)             the (arena, MACs) points no other candidate beats on both
 
-Use it before the in-place passes: ``--passes fold_pad,patches,inplace_depthwise,inplace_residual,
+PADs are folded first (fold_pad) by the pass itself, and ``run_passes`` runs it before the other passes of a
+``--passes`` list, so where it stands in the list never decides whether a split fires. As listed:
+``--passes fold_pad,patches,inplace_depthwise,inplace_residual,
 inplace_overlap,inplace_elementwise,concat_inplace`` (an in-place depthwise or element-wise kernel in the stage is
 rebuilt out of place; a convolution already fused with its residual ADD ends the stage). Kernel symbols name
 the split and grid (``em_k_patch1_s13_3x4_...``), so the report's operator table shows the patch loop.
@@ -528,17 +530,19 @@ def patches(mod, max_overhead: float | None = None, *, report: dict | None = Non
     are confirmed separately (their scores before FINISH do not compare: the in-place passes lower a grid's
     whole-tensor stage more), the least arena after FINISH of the two wins. ``mod`` unchanged if none is kept."""
     from .catalogue import evaluate
+    from .fold_pad import fold_pad
 
+    given, mod = mod, fold_pad(mod)  # a stage ends at an unfolded PAD: folded here, whatever ran before (issue 33)
     found = candidates(mod, max_overhead)
     if report is not None:
         report["candidates"] = [dataclasses.asdict(c) for c in found]
     if not found:
-        return mod
+        return given
     base, base_finished = evaluate(mod)["arena_bytes"], _finished(mod)
     kept = [b for b in (_confirm(mod, [c for c in found if c.rolling == kind], base, base_finished, confirm)
                         for kind in (False, True)) if b is not None]  # fmt: skip
     if not kept:
-        return mod
+        return given
     best = min(kept, key=lambda b: b[0])
     if report is not None:
         report["taken"] = {**dataclasses.asdict(best[1]), "finished_arena": best[0][0], "base_finished_arena": base_finished}
