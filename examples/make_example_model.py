@@ -333,6 +333,15 @@ def add_options(act=ACT.NONE):
     return OPTS.AddOptions, fn
 
 
+def mul_options(act=ACT.NONE):
+    def fn(b):
+        tflite.MulOptionsStart(b)
+        tflite.MulOptionsAddFusedActivationFunction(b, act)
+        return tflite.MulOptionsEnd(b)
+
+    return OPTS.MulOptions, fn
+
+
 def reshape_options(new_shape):
     def fn(b):
         tflite.ReshapeOptionsStartNewShapeVector(b, len(new_shape))

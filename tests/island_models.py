@@ -13,17 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
 
 
-def _mul_options():
-    import tflite
-
-    def fn(b):
-        tflite.MulOptionsStart(b)
-        tflite.MulOptionsAddFusedActivationFunction(b, mm.ACT.NONE)
-        return tflite.MulOptionsEnd(b)
-
-    return mm.OPTS.MulOptions, fn
-
-
 def _sub_options():
     import tflite
 
@@ -58,7 +47,7 @@ def chain_model(seed: int = 0) -> bytes:
     mb.op(mm.OP.TANH, [f], [t])
     c = mb.const("c", rng.uniform(-2, 2, 8).astype(np.float32))
     m = mb.tensor("m", (1, 4, 8), np.float32)
-    mb.op(mm.OP.MUL, [t, c], [m], *_mul_options())
+    mb.op(mm.OP.MUL, [t, c], [m], *mm.mul_options())
     s = mb.tensor("s", (1, 4, 8), np.float32)
     mb.op(mm.OP.ADD, [m, f], [s], *mm.add_options())
     q = mb.tensor("q", (1, 4, 8), np.int8, mm.qparams([0.04], [2]))
@@ -96,7 +85,7 @@ def layernorm_model(seed: int = 0) -> bytes:
     d = mb.tensor("d", (1, 6, 16), np.float32)
     mb.op(mm.OP.SUB, [f, mean], [d], *_sub_options(), version=1)
     d2 = mb.tensor("d2", (1, 6, 16), np.float32)
-    mb.op(mm.OP.MUL, [d, d], [d2], *_mul_options())
+    mb.op(mm.OP.MUL, [d, d], [d2], *mm.mul_options())
     var = mb.tensor("var", (1, 6, 1), np.float32)
     mb.op(mm.OP.MEAN, [d2, axis], [var], *_mean_options())
     eps = mb.const("eps", np.array([1e-3], np.float32))
@@ -105,10 +94,10 @@ def layernorm_model(seed: int = 0) -> bytes:
     r = mb.tensor("r", (1, 6, 1), np.float32)
     mb.op(mm.OP.RSQRT, [ve], [r])
     n = mb.tensor("n", (1, 6, 16), np.float32)
-    mb.op(mm.OP.MUL, [d, r], [n], *_mul_options())
+    mb.op(mm.OP.MUL, [d, r], [n], *mm.mul_options())
     gamma = mb.const("gamma", rng.uniform(0.5, 1.5, 16).astype(np.float32))
     g = mb.tensor("g", (1, 6, 16), np.float32)
-    mb.op(mm.OP.MUL, [n, gamma], [g], *_mul_options())
+    mb.op(mm.OP.MUL, [n, gamma], [g], *mm.mul_options())
     beta = mb.const("beta", rng.uniform(-0.5, 0.5, 16).astype(np.float32))
     o = mb.tensor("o", (1, 6, 16), np.float32)
     mb.op(mm.OP.ADD, [g, beta], [o], *mm.add_options())
@@ -125,7 +114,7 @@ def single_op_model(seed: int = 0) -> bytes:
     f = mb.tensor("f", (1, 64), np.float32)
     mb.op(mm.OP.DEQUANTIZE, [x], [f])
     m = mb.tensor("m", (1, 64), np.float32)
-    mb.op(mm.OP.MUL, [f, f], [m], *_mul_options())
+    mb.op(mm.OP.MUL, [f, f], [m], *mm.mul_options())
     y = mb.tensor("y", (1, 64), np.int8, mm.qparams([0.1], [-128]))
     mb.op(mm.OP.QUANTIZE, [m], [y])
     return mb.serialize([x], [y])

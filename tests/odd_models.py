@@ -111,7 +111,7 @@ class _Gen:
         other = same[self.rng.integers(len(same))]  # possibly t itself: one tensor read twice by one operator
         kind = mm.OP.ADD if self.rng.integers(2) else mm.OP.MUL
         y = self.act(shape)
-        self.mb.op(kind, [t, other[0]], [y], *(mm.add_options() if kind == mm.OP.ADD else _mul_options()))
+        self.mb.op(kind, [t, other[0]], [y], *(mm.add_options() if kind == mm.OP.ADD else mm.mul_options()))
         self.ops.append("ADD" if kind == mm.OP.ADD else "MUL")
         return True
 
@@ -168,17 +168,6 @@ class _Gen:
             outputs = sorted(set(outputs) | {extra})
         self.mb.description = self.name("odd")
         return OddModel(self.mb.serialize([x], outputs), " ".join(self.ops))
-
-
-def _mul_options():
-    import tflite
-
-    def fn(b):
-        tflite.MulOptionsStart(b)
-        tflite.MulOptionsAddFusedActivationFunction(b, mm.ACT.NONE)
-        return tflite.MulOptionsEnd(b)
-
-    return mm.OPTS.MulOptions, fn
 
 
 def odd_model(seed: int, mark: str, max_ops: int = 8) -> OddModel:

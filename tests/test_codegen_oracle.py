@@ -10,8 +10,6 @@ clamped initial value (-128). All 601 operator models pooled over 2x2 or 3x3 win
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,21 +19,13 @@ import codegen_oracle
 from edgemem.kernels import int8_ops
 from op_check import check_model
 from shared_models import model_path as shared_model
+from small_models import mm as mem  # examples/make_example_model.py, the flatbuffer writer
 
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(codegen_oracle.HOST_CC is None, reason="host gcc not installed")
 
 
-def _writer():
-    spec = importlib.util.spec_from_file_location("edgemem_make_example_model_oracle", ROOT / "examples" / "make_example_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mem = _writer()
 
 # (kind, window, stride, padding): 1x1 windows (a strided subsample), windows narrower than the stride, 1-wide
 # windows along one axis, and the usual ones for contrast.
