@@ -13,7 +13,9 @@ import numpy as np
 
 from tvm import te, tirx
 
-from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul
+from .fixed_point import (clamp_to_int8, multiply_by_quantized_multiplier,  # noqa: F401  (the wrapping one: ops/binary.py's K.)
+                          multiply_by_quantized_multiplier_wrapping, rounding_divide_by_pot,
+                          saturating_rounding_doubling_high_mul)
 
 
 def broadcast_index(idx, shape, out_rank):
@@ -60,15 +62,6 @@ def clamp(v, lo, hi, dtype: str):
     return tirx.Min(tirx.Max(v, tirx.const(lo, dtype)), tirx.const(hi, dtype))
 
 
-def multiply_by_quantized_multiplier_wrapping(x, multiplier: int, shift: int):
-    """TFLite's MultiplyByQuantizedMultiplier (int32 overload, double rounding) where ``x * 2^shift`` may leave
-    int32: TFLM computes that product in int32 (marked no-sanitize) and x86 wraps it; here it is computed on
-    int64 and narrowed (C's signed overflow is undefined, a narrowing conversion is not). Reached by int16 MUL
-    and SQUARED_DIFFERENCE, whose products fill 31 bits, with a multiplier above 1."""
-    if shift <= 0:
-        return multiply_by_quantized_multiplier(x, multiplier, shift)
-    shifted = (x.astype("int64") * tirx.const(1 << shift, "int64")).astype("int32")
-    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), 0)
 
 
 

@@ -135,6 +135,18 @@ def multiply_by_quantized_multiplier(x: tirx.PrimExpr, multiplier, shift) -> tir
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
 
 
+def multiply_by_quantized_multiplier_wrapping(x, multiplier: int, shift: int):
+    """TFLite's MultiplyByQuantizedMultiplier (int32 overload, double rounding) where ``x * 2^shift`` may leave
+    int32: TFLM computes that product in int32 (marked no-sanitize) and x86 wraps it; here it is computed on
+    int64 and narrowed (C's signed overflow is undefined, a narrowing conversion is not). Reached by int16 MUL
+    and SQUARED_DIFFERENCE, whose products fill 31 bits, and by int8 MUL whose multiplier is above 2^15 (an
+    output scale far below the inputs' product: 255 * 255 * 2^17 leaves int32)."""
+    if shift <= 0:
+        return multiply_by_quantized_multiplier(x, multiplier, shift)
+    shifted = (x.astype("int64") * tirx.const(1 << shift, "int64")).astype("int32")
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), 0)
+
+
 def clamp_to_int8(x: tirx.PrimExpr, act_min: int, act_max: int, dtype: str = "int8") -> tirx.PrimExpr:
     return tirx.Cast(dtype, tirx.Min(tirx.Max(x, tirx.const(act_min, "int32")), tirx.const(act_max, "int32")))
 

@@ -20,7 +20,7 @@ from tvm import te, tirx
 import tvm.s_tir
 
 from . import tvmscript_macros  # noqa: F401  (cheap macro expansion; see the module)
-from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier
+from .fixed_point import clamp_to_int8, multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_wrapping
 from .kernel_attrs import DOT, LANES
 from .specs import Requant  # noqa: F401  (the int8 kernels' output side; defined with the specs that carry it)
 
@@ -594,7 +594,7 @@ def mul(a_shape, b_shape, out_shape, a_zp, b_zp, multiplier, shift, rq: Requant)
     def out_fn(*idx):
         va = a[_broadcast_index(idx, a_shape, rank)].astype("int32") - a_zp
         vb = b[_broadcast_index(idx, b_shape, rank)].astype("int32") - b_zp
-        v = multiply_by_quantized_multiplier(va * vb, multiplier, shift) + rq.out_zp
+        v = multiply_by_quantized_multiplier_wrapping(va * vb, multiplier, shift) + rq.out_zp  # may leave int32
         return clamp_to_int8(v, rq.act_min, rq.act_max)
 
     out = te.compute(tuple(out_shape), out_fn, name="out")
