@@ -115,7 +115,7 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
     from .passes.lower import lower_to_kernels
     from .passes.optimize import floor_passes, optimize
     from .plan.graph_plan import plan_graph, predicted_steps
-    from .report import memory_info, write_report
+    from .report import memory_info, model_names, write_report
     from .schedule.best import schedule_tried
     from .target.image import qemu_image
     from .target.toolchain import render_image
@@ -192,7 +192,8 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
             info.passes = passes_report
             if options.input_outside:
                 info.input_outside = outside.outside_info(graph)  # the accounting: the arena excludes the input
-            info.memory = memory_info(graph, schedule, buffers, plan, board, budget, kernels.scratch_bytes)  # report.html's figures
+            shown = model_names(graph, model)  # the model's own names for its inputs and outputs (not t<i>)
+            info.memory = memory_info(graph, schedule, buffers, plan, board, budget, kernels.scratch_bytes, shown)  # report.html's figures
             steps = predicted_steps(graph, schedule, buffers, plan, options.profile_seed) \
                 if options.profile or device_sizes is not None else None  # fmt: skip
             if options.profile:

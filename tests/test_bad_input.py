@@ -278,19 +278,24 @@ def test_does_not_fit_reports_needed_budget_best_plan_and_what_was_tried(tmp_pat
     if budget >= need:
         pytest.skip(f"the arena ({need:,} B) is at the floor ({floor:,} B): no budget fails only in planning")
     stack = load_board("stm32f746").stack_size
-    msg = build_fails(model, tmp_path, DOES_NOT_FIT, f"needs an arena of {need:,} bytes", f"{budget:,} bytes of RAM left",
-                      f"Best plan found: the {fits.schedule.scheduler} order", "Placements tried", "--ram",
+    msg = build_fails(model, tmp_path, DOES_NOT_FIT, "needs an arena of", f"{budget:,} bytes of RAM left",
+                      "Best plan found: the", "Placements tried", "--ram",
                       extra=("--ram", str(stack + budget)))  # fmt: skip
-    for order, peak in fits.info["schedulers_tried"].items():
-        assert f"{order} {peak:,} B" in msg, (order, msg)
+    # Under a budget it does not meet, the build also tries the passes that add work (patches, remat: issue 33), so
+    # its best arena may be below the unbounded build's, never above it, and never within the budget.
+    got = int(msg.split("needs an arena of ")[1].split(" bytes")[0].replace(",", ""))
+    assert budget < got <= need, (budget, got, need)
+    tried = msg.split("Operator orders tried (peak bytes): ")[1].split(". ")[0]
+    assert {entry.split(" ")[0] for entry in tried.split(", ")} == set(fits.info["schedulers_tried"]), msg
 
 
-def test_does_not_fit_below_the_operator_floor_names_the_operator(tmp_path):
-    # 2,000: the convolution feeding the ADD may write over its own input (inplace_overlap), so the floor at the
-    # ADD no longer counts its input (3,000 before partial liveness)
-    msg = build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 2,000 bytes", "operator #4 ADD", "1,024 bytes left",
-                      "Best plan found", "6,000 B", extra=("--ram", str(16384 + 1024)))  # fmt: skip
-    assert "skipped" in msg
+def test_does_not_fit_below_what_any_pass_reaches(tmp_path):
+    # 1 KiB is below every arena the passes reach, patches included; the early floor no longer refuses what a
+    # patch stage might split (issue 33), so the plan stage refuses with the best plan it found and every order
+    # tried (the floor's own refusal, naming the operator, is tests/test_memory_model.py's mcunetv2_large case)
+    msg = build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "needs an arena of 2,692 bytes", "1,024 bytes of RAM left",
+                      "Best plan found", "Operator orders tried", extra=("--ram", str(16384 + 1024)))  # fmt: skip
+    assert "--ram" in msg
 
 
 def test_flash_override_too_small(tmp_path):
@@ -305,8 +310,8 @@ def test_ram_override_not_a_budget(tmp_path):
 
 def test_ram_override_with_a_unit(tmp_path):
     """17K is 17 x 1024 bytes: the same budget as the floor test above, so the same refusal."""
-    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "at least 2,000 bytes", "1,024 bytes left", "17,408 B of RAM in all",
-                extra=("--ram", "17K"))  # fmt: skip
+    build_fails(EXAMPLE, tmp_path, DOES_NOT_FIT, "needs an arena of 2,692 bytes", "1,024 bytes of RAM left",
+                "17,408 B in all", extra=("--ram", "17K"))  # fmt: skip
 
 
 @pytest.mark.parametrize("value, phrase", [("12X", "not a size"), ("1.3K", "not a whole number"), ("17473", "17,472 or 17,504")])

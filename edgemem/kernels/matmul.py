@@ -445,6 +445,13 @@ def svdf(batch: int, n_input: int, n_filter: int, n_memory: int, rank: int, dtyp
             return T.Cast("int32", w) * (T.Cast("int32", sv) - state_zp)
         return w * sv
 
+    def add(a, b):
+        # TFLM sums these in int32 and lets them wrap (two int16 factors fill 31 bits; a few hundred of them
+        # leave int32): on int64, narrowed, since C's signed overflow is undefined and a narrowing is not
+        if dtype == "int8":
+            return T.Cast("int32", T.Cast("int64", a) + T.Cast("int64", b))
+        return a + b
+
     def result(acc):
         if dtype == "int8":
             return clamp_to_int8(multiply_by_quantized_multiplier(acc, m2, s2) + out_zp, -128, 127)
@@ -467,15 +474,15 @@ def svdf(batch: int, n_input: int, n_filter: int, n_memory: int, rank: int, dtyp
             for f in range(n_filter):
                 acc[0] = zero
                 for k in range(n_input):
-                    acc[0] = acc[0] + term_feature(wf[f, k], x[b, k])
+                    acc[0] = add(acc[0], term_feature(wf[f, k], x[b, k]))
                 state[b, f * n_memory + n_memory - 1] = feature(acc[0])
             for u in range(n_unit):
                 acc[1] = bias[u]
                 for r in range(rank):
                     acc[0] = zero
                     for m in range(n_memory):
-                        acc[0] = acc[0] + term_time(wt[u * rank + r, m], state[b, (u * rank + r) * n_memory + m])
-                    acc[1] = acc[1] + acc[0]
+                        acc[0] = add(acc[0], term_time(wt[u * rank + r, m], state[b, (u * rank + r) * n_memory + m]))
+                    acc[1] = add(acc[1], acc[0])
                 out[b, u] = result(acc[1])
 
     return svdf_kernel

@@ -20,6 +20,7 @@ so the report shows the plan the firmware runs, not a recomputation of it:
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from ..board import Board
 from ..ir.graph import OpGraph
@@ -109,10 +110,48 @@ def kernel_variant(graph: OpGraph, op) -> dict:
     return variant
 
 
+def model_names(graph: OpGraph, model) -> dict[str, str]:
+    """Graph tensor name -> the model file's own name, for the model's inputs and outputs (the importer renames every
+    tensor t<i> so that TVM never meets duplicate or hostile names); a file name shared by several of them, or equal
+    to another graph tensor's name, is told apart by its index."""
+    pairs = list(zip(graph.inputs, model.inputs)) + list(zip(graph.outputs, model.outputs))
+    counts: dict[str, int] = {}
+    for _, info in pairs:
+        counts[info.name] = counts.get(info.name, 0) + 1
+    names = {}
+    for k, (ours, info) in enumerate(pairs):
+        unique = counts[info.name] == 1 and (info.name not in graph.tensors or info.name == ours)
+        names[ours] = info.name if unique and info.name else f"{info.name or 'tensor'} (#{k})"
+    return names
+
+
 def memory_info(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan: ArenaPlan, board: Board,
-                ram_budget: int, scratch: dict[str, int] | None = None) -> dict:  # fmt: skip
+                ram_budget: int, scratch: dict[str, int] | None = None, names: dict[str, str] | None = None) -> dict:  # fmt: skip
     """The "memory" section of edgemem.json (see the module doc); ``scratch``: the stack bytes each kernel's
-    generated C declares, by kernel name (codegen's ``CKernels.scratch_bytes``; 0 where not given)."""
+    generated C declares, by kernel name (codegen's ``CKernels.scratch_bytes``; 0 where not given); ``names``: graph
+    tensor name -> the name to show (model_names)."""
+    return _renamed(_memory_info(graph, schedule, buffers, plan, board, ram_budget, scratch), names or {})
+
+
+def _renamed(memory: dict, names: dict[str, str]) -> dict:
+    """Every tensor name of the memory section through ``names`` (consistently: the report matches names)."""
+    if not names:
+        return memory
+    n = lambda name: names.get(name, name) if isinstance(name, str) else name
+    for t in memory["tensors"]:
+        t["name"], t["alias"], t["views"] = n(t["name"]), n(t["alias"]), [n(v) for v in t["views"]]
+    memory["peak"]["tensors"] = [n(x) for x in memory["peak"]["tensors"]]
+    for step in memory["steps"]:
+        for io in step["inputs"]:
+            io["name"] = n(io["name"])
+        step["output"]["name"] = n(step["output"]["name"])
+        if step.get("variant", {}).get("label"):  # "in place over t<i>" -> the model's name
+            step["variant"]["label"] = re.sub(r"(?<=over )(t\d+)(?![\w.])", lambda m: n(m.group(1)), step["variant"]["label"])
+    return memory
+
+
+def _memory_info(graph: OpGraph, schedule: Schedule, buffers: list[Buffer], plan: ArenaPlan, board: Board,
+                 ram_budget: int, scratch: dict[str, int] | None = None) -> dict:  # fmt: skip
     scratch = scratch or {}
     order = list(schedule.order)
     n = len(order)
