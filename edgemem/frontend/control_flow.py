@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
-from .footprint import indices
+from .footprint import builtin_options, indices
 
 MAX_ITERATIONS = 4096  # a trip count beyond this is not a microcontroller's recurrent layer (and would unroll for minutes)
 MAX_OPERATORS = 200_000  # operators of the unrolled model, all loops together
@@ -266,18 +266,10 @@ class _Flattener:
             "a fixed sequence length, or unroll the layer in Keras (unroll=True)."
         )
 
-    def options(self, op, cls):
-        table = op.BuiltinOptions()
-        if table is None:
-            return None
-        opts = cls()
-        opts.Init(table.Bytes, table.Pos)
-        return opts
-
     def expand_while(self, s: int, i: int, op, values, tag: str) -> list:
         import tflite
 
-        opts = self.options(op, tflite.WhileOptions)
+        opts = builtin_options(op, tflite.WhileOptions)
         if opts is None:
             raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} has no WhileOptions. Re-export the model.")
         cond, body = opts.CondSubgraphIndex(), opts.BodySubgraphIndex()
@@ -300,7 +292,7 @@ class _Flattener:
     def expand_if(self, s: int, i: int, op, values, tag: str) -> list:
         import tflite
 
-        opts = self.options(op, tflite.IfOptions)
+        opts = builtin_options(op, tflite.IfOptions)
         if opts is None:
             raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} has no IfOptions. Re-export the model.")
         cond = values[0] if values else None
