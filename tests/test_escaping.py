@@ -48,7 +48,9 @@ SAMPLES = _samples()
 
 
 def _run(cmd, cwd, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, timeout=300, **kw)
+    # without the flags of a make that runs this suite (`make test`): a sub-make prints "Entering directory"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, timeout=300, env=env, **kw)
 
 
 def _nothing_else_written(directory: Path, expected: set[str]) -> None:

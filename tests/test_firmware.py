@@ -236,6 +236,20 @@ def test_build_failure_shows_compiler_output(tmp_path):
 
 
 @needs_gcc
+def test_build_ignores_an_enclosing_makes_flags(tmp_path, monkeypatch):
+    """edgemem run from a user's Makefile under `make -n -k` still builds (and reports its errors): the outer
+    make's MAKEFLAGS would otherwise turn the firmware build into a dry run."""
+    board = load_board("mps2-an385")
+    render_firmware_files(board, tmp_path)
+    for f in ("model.c", "model.h"):
+        shutil.copyfile(FAKE_MODEL / f, tmp_path / f)
+    monkeypatch.setenv("MAKEFLAGS", "nk")
+    monkeypatch.setenv("MAKELEVEL", "1")
+    sizes = build_firmware(tmp_path, board)
+    assert (tmp_path / "firmware.elf").is_file() and sizes.text_bytes > 0
+
+
+@needs_gcc
 def test_image_too_big_for_ram_fails_at_link_time(tmp_path):
     board = load_board("mps2-an385")
     render_firmware_files(board, tmp_path)

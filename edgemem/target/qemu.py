@@ -63,22 +63,24 @@ def run_firmware(
             (Path(tmp) / f"input{i}.bin").write_bytes(bytes(data))
         cmd = [qemu, *qemu_args(board), "-kernel", str(elf)]
         try:
+            # stdout and stderr on separate pipes: QEMU makes its stdout non-blocking, and the semihosting console
+            # writes to stderr; sharing one pipe, a busy reader made QEMU drop console bytes (a cut output line).
             proc = subprocess.run(
                 cmd,
                 cwd=tmp,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
+                stderr=subprocess.PIPE,
                 timeout=timeout_s,
             )
         except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            out = _console_text(e.stdout, e.stderr)
             raise _device_error(
                 f"QEMU ({board.qemu.machine}, board {board.name}) did not finish within {timeout_s:g} s "
                 f"(hung or locked up); command: {' '.join(cmd)}\ndevice output:\n{tail(out)}",
                 parse_device_output(out, -1, board.name),
             ) from e
-    text = proc.stdout.decode("utf-8", "replace")
+    text = _console_text(proc.stdout, proc.stderr)
     report = parse_device_output(text, proc.returncode, board.name)
     if not check:
         return report
@@ -96,6 +98,13 @@ def run_firmware(
             report,
         )
     return report
+
+
+def _console_text(stdout: bytes | str | None, stderr: bytes | str | None) -> str:
+    """QEMU's two streams as one text: the serial port's (stdout) then the semihosting console and QEMU's own
+    messages (stderr); the report's lines are parsed line by line, so their order across streams does not matter."""
+    parts = [b if isinstance(b, str) else (b or b"").decode("utf-8", "replace") for b in (stdout, stderr)]
+    return "".join(p if p.endswith("\n") or not p else p + "\n" for p in parts)
 
 
 def _free_tcp_port() -> int:
@@ -130,8 +139,9 @@ class QemuSerial:
 
     def __enter__(self) -> "QemuSerial":
         self._tmp = tempfile.TemporaryDirectory(prefix="edgemem-qemu-")
+        # separate pipes, as in run_firmware: a shared pipe, non-blocking after QEMU's start, drops console bytes
         self.proc = subprocess.Popen(self.cmd, cwd=self._tmp.name, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         return self
 
     def connect(self, baud: int = 115200, wait_s: float = 10.0):
@@ -144,7 +154,7 @@ class QemuSerial:
                 return serial.serial_for_url(self.url, baudrate=baud, timeout=0.1, write_timeout=2)
             except serial.SerialException as e:
                 if self.proc is not None and self.proc.poll() is not None:
-                    out = self.proc.stdout.read().decode("utf-8", "replace") if self.proc.stdout else ""
+                    out = _console_text(*self.proc.communicate())
                     raise DeviceError(f"QEMU exited ({self.proc.returncode}) before its serial port opened; "
                                       f"command: {' '.join(self.cmd)}\n{tail(out)}") from e  # fmt: skip
                 if time.monotonic() > deadline:
@@ -156,12 +166,11 @@ class QemuSerial:
         """Wait for QEMU to exit (the firmware exits after its report); its exit code and console output."""
         assert self.proc is not None
         try:
-            out, _ = self.proc.communicate(timeout=timeout_s)
+            out = _console_text(*self.proc.communicate(timeout=timeout_s))
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, _ = self.proc.communicate()
-            return -1, out.decode("utf-8", "replace")
-        return self.proc.returncode, out.decode("utf-8", "replace")
+            return -1, _console_text(*self.proc.communicate())
+        return self.proc.returncode, out
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -175,7 +175,8 @@ def build_firmware(
     if not stamp.is_file() or stamp.read_text() != flags:
         cmd.append("-B")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                              env=_env_without_outer_make())  # fmt: skip
     except subprocess.TimeoutExpired as e:
         raise ToolchainError(f"building the firmware in {project} took longer than {timeout:.0f} s (make timed out)") from e
     if proc.returncode != 0:
@@ -186,6 +187,15 @@ def build_firmware(
         )
     stamp.write_text(flags)
     return firmware_sizes(project / "firmware.elf")
+
+
+# What an enclosing make (edgemem run from the user's Makefile, or `make test`) passes down to its sub-makes: its
+# flags (-n would make the firmware build a dry run, -k or -i would hide a failure) and its jobserver.
+_OUTER_MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
+def _env_without_outer_make() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _OUTER_MAKE_VARIABLES}
 
 
 def firmware_sizes(elf_path: str | Path) -> FirmwareSizes:
