@@ -30,7 +30,7 @@ from edgemem.reference import seeded_inputs, tflm_interpreter, tflm_outputs
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from op_check import check_model, run_in_sequence  # noqa: E402
 from shared_models import MODELS  # noqa: E402
-from small_models import mm, split_fc_model, uint8_edges_model  # noqa: E402
+from small_models import channel_pad_model, constant_dequantize_model, mm, split_fc_model, uint8_edges_model  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -192,3 +192,24 @@ def test_one_step_unpack_runs_under_qemu(tmp_path):
     path.write_bytes(split_fc_model("unpack", 1))
     pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions())
     _assert_runs_like_tflm(path, tmp_path / "proj", seeds=(0, 1))
+
+
+def test_channel_pad_and_mean_with_empty_quantization_tables(tmp_path):
+    """MediaPipe's palm detector failed in TVM's importer at its channel PAD (IndexError: index 0 is out of bounds):
+    the paddings' quantization table has empty scale and zero-point vectors, which TFLite reads as no quantization
+    and TVM as per-axis scales; the hand landmark model failed the same way at its MEAN's axes."""
+    import tflite
+
+    model = channel_pad_model()
+    sg = tflite.Model.GetRootAsModel(model, 0).Subgraphs(0)
+    empty = [sg.Tensors(i).Name().decode() for i in range(sg.TensorsLength())
+             if sg.Tensors(i).Quantization() is not None and sg.Tensors(i).Quantization().ScaleLength() == 0]  # fmt: skip
+    assert empty == ["channel_padding/Pad/paddings", "mean/axes"]  # the pattern under test is in the file
+    assert check_model(model, tmp_path).oracle == "tflm"
+
+
+def test_dequantize_of_a_folded_constant_is_a_model_output(tmp_path):
+    """ST's SSD detector's anchors: a CONCATENATION of int8 constants (evaluated at import) -> DEQUANTIZE as a model
+    output failed in TVM's importer with a raw KeyError (the DEQUANTIZE looked its input up as an expression);
+    the DEQUANTIZE kernel now reads the constant from flash, as TFLM's reads it from the flatbuffer."""
+    assert check_model(constant_dequantize_model(), tmp_path).oracle == "tflm"

@@ -596,15 +596,17 @@ class _Integerizer:
         return self._call(self._name("quantize"), prim, [self._act(d.source)], shape, "QUANTIZE", 0)
 
     def _dequantize_output(self, var, value):
-        """DEQUANTIZE of an int8 activation into a float32 model output."""
+        """DEQUANTIZE of an int8 activation into a float32 model output; of an int8 constant (an SSD's anchors, known
+        when the model is built) the kernel reads the constant from flash: a model output is an arena tensor that a
+        kernel writes."""
         d = _dequant(self.g, var)
-        if d is None or d.is_const or d.scale.size != 1:
-            raise UnsupportedModelError("the model output is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
+        if d is None or d.scale.size != 1 or (d.is_const and d.source.dtype != np.int8):
+            raise UnsupportedModelError("the model output is a DEQUANTIZE edgemem cannot run (not of a per-tensor int8 tensor).")
         shape = _shape(var)
         spec = DequantizeFloat(shape=shape, scale=float(d.scalar_scale), zero_point=int(d.scalar_zp))
         prim = kernel_spec.build(spec)
-        return self._call(self._name("dequantize"), prim, [self._act(d.source)], shape, "DEQUANTIZE", 0, dtype="float32",
-                          spec=spec)  # fmt: skip
+        source = relax.const(np.ascontiguousarray(d.source).reshape(shape)) if d.is_const else self._act(d.source)
+        return self._call(self._name("dequantize"), prim, [source], shape, "DEQUANTIZE", 0, dtype="float32", spec=spec)
 
     # -- int8 data movement (the frontend keeps these on integers)
     def _pad(self, var, value):
