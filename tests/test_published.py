@@ -213,3 +213,29 @@ def test_dequantize_of_a_folded_constant_is_a_model_output(tmp_path):
     output failed in TVM's importer with a raw KeyError (the DEQUANTIZE looked its input up as an expression);
     the DEQUANTIZE kernel now reads the constant from flash, as TFLM's reads it from the flatbuffer."""
     assert check_model(constant_dequantize_model(), tmp_path).oracle == "tflm"
+
+
+def test_float_outputs_of_a_dequantize_may_be_two_of_its_steps_from_litert(tmp_path):
+    """ST's SSD detector (TFLM has no TILE: LiteRT is the oracle) matched TFLM bit for bit but `build --run` exited 8:
+    LiteRT's box outputs, DEQUANTIZEd from int8, were one or two steps of that scale away (its kernels round some
+    ties otherwise), and float outputs were held to 1e-5. They get LiteRT's two int8 steps, in their scale; TFLM
+    keeps 1e-5."""
+    from edgemem.build_info import TensorSpec
+    from edgemem.device_run import compare, dequantized_steps
+
+    path = tmp_path / "m.tflite"
+    path.write_bytes(constant_dequantize_model())
+    steps = dequantized_steps(path)
+    assert steps == [np.float32(0.0076), np.float32(0.02)]  # the scales of the two DEQUANTIZEs' int8 inputs
+    specs = [TensorSpec(n, [1, 6, 4], "float32", None, None, 96, "DEQUANTIZE") for n in ("a", "y")]
+    ref = [np.linspace(-1, 1, 24, dtype=np.float32).reshape(1, 6, 4)] * 2
+
+    def shifted(k):  # the second output k of its steps away at one element
+        y = ref[1].copy()
+        y[0, 3, 1] += np.float32(k * steps[1])
+        return [ref[0], y]
+
+    assert compare(shifted(2), ref, specs, "litert", steps)["matches_reference"]
+    assert not compare(shifted(3), ref, specs, "litert", steps)["matches_reference"]
+    assert not compare(shifted(1), ref, specs, "tflm", steps)["matches_reference"]
+    assert compare(shifted(0), ref, specs, "tflm", steps)["bit_exact"]
