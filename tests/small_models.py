@@ -219,3 +219,21 @@ def constant_dequantize_model(seed: int = 0) -> bytes:
     y = mb.tensor("y", (1, 6, 4), np.float32)
     mb.op(mm.OP.DEQUANTIZE, [s], [y], version=2)
     return mb.serialize([x], [a, y])
+
+
+def folded_constant_logistic_model(seed: int = 0) -> bytes:
+    """int8 constants [1,2,4] and [1,4,4] -> CONCATENATION (evaluated at import) -> LOGISTIC -> ADD with int8
+    x[1,6,4] -> y: TVM converts LOGISTIC by looking its input up as an expression, which a folded constant is not."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem folded constant logistic test")
+    q = mm.qparams([0.02], [-5])
+    c1 = mb.const("c/1", rng.integers(-128, 128, (1, 2, 4)).astype(np.int8), q)
+    c2 = mb.const("c/2", rng.integers(-128, 128, (1, 4, 4)).astype(np.int8), q)
+    cat = mb.tensor("c", (1, 6, 4), np.int8, q)
+    mb.op(mm.OP.CONCATENATION, [c1, c2], [cat], *_concat_options(1))
+    t = mb.tensor("logistic", (1, 6, 4), np.int8, mm.qparams([1 / 256], [-128]))
+    mb.op(mm.OP.LOGISTIC, [cat], [t])
+    x = mb.tensor("x", (1, 6, 4), np.int8, mm.qparams([0.01], [4]))
+    y = mb.tensor("y", (1, 6, 4), np.int8, mm.qparams([0.02], [-10]))
+    mb.op(mm.OP.ADD, [x, t], [y], *mm.add_options(mm.ACT.NONE), version=2)
+    return mb.serialize([x], [y])

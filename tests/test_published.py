@@ -30,7 +30,14 @@ from edgemem.reference import seeded_inputs, tflm_interpreter, tflm_outputs
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from op_check import check_model, run_in_sequence  # noqa: E402
 from shared_models import MODELS  # noqa: E402
-from small_models import channel_pad_model, constant_dequantize_model, mm, split_fc_model, uint8_edges_model  # noqa: E402
+from small_models import (  # noqa: E402
+    channel_pad_model,
+    constant_dequantize_model,
+    folded_constant_logistic_model,
+    mm,
+    split_fc_model,
+    uint8_edges_model,
+)
 
 MIB = 1024 * 1024
 
@@ -213,6 +220,12 @@ def test_dequantize_of_a_folded_constant_is_a_model_output(tmp_path):
     output failed in TVM's importer with a raw KeyError (the DEQUANTIZE looked its input up as an expression);
     the DEQUANTIZE kernel now reads the constant from flash, as TFLM's reads it from the flatbuffer."""
     assert check_model(constant_dequantize_model(), tmp_path).oracle == "tflm"
+
+
+def test_an_operator_tvm_converts_reads_a_folded_constant(tmp_path):
+    """The same KeyError for any converter of TVM's that looks its input up as an expression (LOGISTIC here; edgemem's
+    own lowerings read folded constants already); its table lookup then reads the constant from flash."""
+    assert check_model(folded_constant_logistic_model(), tmp_path).oracle == "tflm"
 
 
 def test_float_outputs_of_a_dequantize_may_be_two_of_its_steps_from_litert(tmp_path):

@@ -323,6 +323,15 @@ def _converter_class():
                 return np.zeros(shape, self.get_tensor_type_as_numpy(tensor_wrapper))
             return super().get_tensor_value(tensor_wrapper, is_sparse)
 
+        def get_expr(self, input_tensor_idx):
+            # TVM's converters read an activation input as an expression; one whose producer was folded has none
+            # (its value is a constant now): answered with the constant, not a KeyError. Not recorded in the
+            # table, whose entries mean "computed at run time" to has_expr.
+            if not self.has_expr(input_tensor_idx) and int(input_tensor_idx) in self.folded_values:
+                value = self.folded_values[int(input_tensor_idx)]
+                return relax.const(value, str(value.dtype))
+            return super().get_expr(input_tensor_idx)
+
         def is_folded(self, tensor_wrapper) -> bool:
             return tensor_wrapper.tensor_idx in self.folded_values
 
