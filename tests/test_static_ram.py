@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from edgemem import pipeline
+from edgemem.analyze import analyze
 from edgemem.errors import DoesNotFitError
 from edgemem.plan import graph_plan
 
@@ -113,3 +114,9 @@ def test_flash_overflow_is_refused_with_the_flash_figures(tmp_path):
     roomy = pipeline.build(model, "stm32f746", tmp_path / "roomy", _options(flash=suggested))  # the way out works
     assert needed == roomy.sizes.flash_bytes > 65536  # the figure is the linked image's
     assert e.value.exit_code == 5
+    # analyze, from the file alone, counts the code too: "does not fit" where the build refuses (it said "fits",
+    # as the weights alone are under 64 KiB), "fits" where it links, and its range holds the linked figure
+    small, large = (analyze(model, "stm32f746", flash=f, options=_options()) for f in (65536, suggested))
+    assert small.weights_bytes < 65536 and small.verdict == "does not fit"
+    assert large.verdict == "fits"
+    assert small.flash_range_bytes[0] <= roomy.sizes.flash_bytes <= small.flash_range_bytes[1]
