@@ -173,30 +173,40 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
                 model.path.name, seeded_inputs(model.path, options.profile_seed), options.profile_seed)
     result = BuildResult(model.path, board, Path(out_dir), graph, schedule, plan, None)
 
+    def link_replanning(project: Path, image) -> None:
+        """Link; with pools per region, plan again with the static RAM the linker measured if the default
+        region overflowed (the first plan had only an estimate of it)."""
+        nonlocal plan, buffers
+        for replans in range(MAX_REPLANS + 1):
+            try:
+                result.sizes = _link(project, board, image, model.path.name)
+                return
+            except LinkDoesNotFitError as e:
+                static = e.default_static_bytes()
+                if not options.pool_per_region or static is None or replans == MAX_REPLANS:
+                    raise
+            buffers, plan = plan_graph(graph, schedule, board, model.path.name, True, budget, schedulers,
+                                       static_bytes=static)  # fmt: skip
+            result.plan = plan
+            sources.update(render_sources(plan))
+            _write_sources(project, sources, options.profile)
+            write_library(project, sources, board, model.path.name)
+
     def fill(project: Path) -> None:
         with stage("firmware"):
-            nonlocal plan, buffers
             _write_sources(project, sources, options.profile)
             image = qemu_image(board, split_regions=options.pool_per_region, profile=options.profile)
             render_image(image, project)
             write_library(project, sources, board, model.path.name)
             stack = None
             if options.compile:
-                for replans in range(MAX_REPLANS + 1):
-                    try:
-                        result.sizes = _link(project, board, image, model.path.name)
-                        break
-                    except LinkDoesNotFitError as e:
-                        static = e.default_static_bytes()
-                        if not options.pool_per_region or static is None or replans == MAX_REPLANS:
-                            raise
-                    # the pools were planned with an estimate of the static RAM: again, with the linker's figure
-                    buffers, plan = plan_graph(graph, schedule, board, model.path.name, True, budget, schedulers,
-                                               static_bytes=static)  # fmt: skip
-                    result.plan = plan
-                    sources.update(render_sources(plan))
-                    _write_sources(project, sources, options.profile)
-                    write_library(project, sources, board, model.path.name)
+                try:
+                    link_replanning(project, image)
+                except LinkDoesNotFitError as e:
+                    # --stack auto: the stack planned until compiling (budget.AUTO_STACK_PLANNED) may be what
+                    # overflows; the call graph comes from the compiler, so size it and link again: that link decides
+                    if options.stack != "auto" or e.use.flash_over > 0:
+                        raise
                 stack = _stack_bound(project, board)
                 _check_stack(options.stack, stack, "the firmware")
                 if options.stack == "auto":  # relink with the call graph's bound + margin (target/stack.py)

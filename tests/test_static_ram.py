@@ -120,3 +120,14 @@ def test_flash_overflow_is_refused_with_the_flash_figures(tmp_path):
     assert small.weights_bytes < 65536 and small.verdict == "does not fit"
     assert large.verdict == "fits"
     assert small.flash_range_bytes[0] <= roomy.sizes.flash_bytes <= small.flash_range_bytes[1]
+
+
+def test_stack_auto_is_sized_before_the_link_decides(tmp_path):
+    """--stack auto plans with a 2 KiB stack until the compiler's call graph sizes it (~0.5 KiB here): an arena
+    of exactly --ram less 2 KiB overflowed that first link by the static data and was refused with ld's text,
+    though it fits once the stack is sized. Now the auto-sized link decides."""
+    model = _model(tmp_path, "pw", pointwise_model(960))  # arena 30,720 B = 32 KiB less 2 KiB
+    result = pipeline.build(model, "stm32f746", tmp_path / "p", _options(ram=RAM, stack="auto"))
+    assert result.plan.total_bytes == RAM - 2048
+    assert result.sizes.stack_bytes < 2048 and result.sizes.ram_bytes <= RAM
+    assert (tmp_path / "p" / "firmware.elf").is_file() and result.info["fits"]
