@@ -210,7 +210,8 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     flash_low, flash_mid, flash_high = flash_estimate(weights, len(rows))
     if weights > board.flash_bytes or flash_low > board.flash_bytes:
         verdict = "does not fit"
-    elif verdict == "fits" and (flash_high > board.flash_bytes or plan["arena_bytes"] + STATIC_RAM_ESTIMATE > budget):
+    elif verdict == "fits" and (flash_high > board.flash_bytes or plan.get("static_tight")
+                                or plan["arena_bytes"] + STATIC_RAM_ESTIMATE > budget):
         verdict = "may not fit"
     big_bytes, big_name = _largest_activation(model, constants)
     if verdict == "may fit" and big_bytes > budget:  # the floor counted on a fusion the build does not do for it
@@ -610,7 +611,7 @@ def build_plan(model, folded, constants, board, options) -> dict:
     from .memory.adapters import aligned
     from .passes.optimize import floor_passes
     from .plan import Buffer, PlanError, plan_arena
-    from .plan.graph_plan import board_pools
+    from .plan.graph_plan import STATIC_RESERVE, board_pools
     from .schedule.best import best_schedule
     from .schedule.dag import Dag
 
@@ -647,10 +648,16 @@ def build_plan(model, folded, constants, board, options) -> dict:
               "note": note + (f"; not modeled: {', '.join(unmodeled)} (they can only lower the build's arena)"
                               if unmodeled and options.passes is None else
                               f"; not modeled: {', '.join(unmodeled)}" if unmodeled else "")}  # fmt: skip
-    try:
-        plan = plan_arena(buffers, board_pools(board, options.pool_per_region))
-    except PlanError as exc:
+    # as the build (plan/graph_plan.py): pools with its estimate of the static RAM, else with none (then the link
+    # decides, so the figure is only "may not fit")
+    for static in (STATIC_RESERVE, 0):
+        try:
+            plan = plan_arena(buffers, board_pools(board, options.pool_per_region, static))
+            break
+        except PlanError as exc:
+            error = exc
+    else:
         return {**result, "arena_bytes": None, "arena_pools": {}, "lower_bound_bytes": int(peak), "planner": "",
-                "note": result["note"] + f"; no placement fits the board's pools: {exc}"}  # fmt: skip
+                "note": result["note"] + f"; no placement fits the board's pools: {error}"}  # fmt: skip
     return {**result, "arena_bytes": plan.total_bytes, "arena_pools": dict(plan.pool_sizes),
-            "lower_bound_bytes": plan.lower_bound, "planner": plan.algorithm}
+            "lower_bound_bytes": plan.lower_bound, "planner": plan.algorithm, "static_tight": static == 0}

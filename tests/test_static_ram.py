@@ -75,6 +75,10 @@ def test_build_says_fits_exactly_when_the_firmware_links(tmp_path):
             says_fits, message = False, str(e)
         verdicts[width] = (says_fits, links)
         assert says_fits == links, (width, message)
+        # analyze, from the file alone: "fits" only where it links, "does not fit" only where it does not
+        verdict = analyze(model, "stm32f746", ram=RAM, options=_options(stack=STACK)).verdict
+        assert verdict != "fits" or links, (width, verdict)
+        assert verdict != "does not fit" or not links, (width, verdict)
         if says_fits:
             elf = tmp_path / f"tight{width}" / "firmware.elf"
             assert elf.is_file() and tight.sizes.ram_bytes <= RAM
@@ -131,3 +135,15 @@ def test_stack_auto_is_sized_before_the_link_decides(tmp_path):
     assert result.plan.total_bytes == RAM - 2048
     assert result.sizes.stack_bytes < 2048 and result.sizes.ram_bytes <= RAM
     assert (tmp_path / "p" / "firmware.elf").is_file() and result.info["fits"]
+
+
+def test_the_static_estimate_never_refuses_a_model_that_fits(tmp_path):
+    """--pool-per-region plans before linking with a 1 KiB estimate of the static RAM; an arena 512 B short of
+    the region less the stack was refused by that estimate alone (exit 5), though the firmware's static data is
+    ~200 B. Now the plan is tried with no estimate, and the link's figure decides."""
+    model = _model(tmp_path, "pw", pointwise_model(976))  # arena 31,232 B = 32 KiB - 1 KiB stack - 512 B
+    result = pipeline.build(model, "stm32f746", tmp_path / "p", _options(ram=RAM, stack=STACK, pool_per_region=True))
+    assert result.plan.total_bytes == 31232 and result.sizes.ram_bytes <= RAM
+    assert (tmp_path / "p" / "firmware.elf").is_file() and result.info["fits"]
+    a = analyze(model, "stm32f746", ram=RAM, options=_options(stack=STACK, pool_per_region=True))
+    assert a.arena_bytes == 31232 and a.verdict == "may not fit"  # it plans as the build does; the link decides
