@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgemem.budget import AUTO_STACK_PLANNED
 from edgemem.errors import DoesNotFitError, ToolchainError
 from edgemem.target.image import Image
 
@@ -183,7 +184,7 @@ def _ways_out(use: LinkUse, board) -> str:
     ways = []
     if use.flash_over > 0:
         ways.append(f"--flash {_size_text(_one_mpu_region_size(use.flash_used))} (or more) to build for a larger flash")
-    if use.ram_overflows() and board.stack_size > 2048:  # the board's default reservation, not a measured one
+    if use.ram_overflows() and board.stack_size > AUTO_STACK_PLANNED:  # a board's default reservation, not a measured one
         ways.append("--stack auto (the stack sized from the firmware's call graph, usually under 1 KiB, instead of "
                     f"{board.stack_size:,} B)")  # fmt: skip
     if use.ram_overflows():
@@ -194,7 +195,8 @@ def _ways_out(use: LinkUse, board) -> str:
 
 
 def _one_mpu_region_size(at_least: int) -> int:
-    """The smallest k x 2^n (k <= 8) of at least ``at_least`` bytes: a size --ram/--flash accept on every board."""
+    """The smallest k x 2^n (k <= 8) of at least ``at_least`` bytes: one MPU region at a board's aligned base, a
+    size --ram/--flash accept (budget.board_with_budget)."""
     return min(k << n for k in range(1, 9) for n in range(5, 33) if k << n >= at_least)
 
 
