@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,10 @@ def test_flash_overflow_is_refused_with_the_flash_figures(tmp_path):
     roomy = pipeline.build(model, "stm32f746", tmp_path / "roomy", _options(flash=suggested))  # the way out works
     assert needed == roomy.sizes.flash_bytes > 65536  # the figure is the linked image's
     assert e.value.exit_code == 5
+    cli = subprocess.run([sys.executable, "-m", "edgemem.cli", "build", "--board", "stm32f746", str(model), "-o",
+                          str(tmp_path / "c"), "--flash", "64K", "--opt-time", "0"], capture_output=True, text=True)  # fmt: skip
+    assert cli.returncode == 5 and "Traceback" not in cli.stderr, cli.stderr
+    assert f"needs {needed:,} B of flash" in cli.stderr and not any(t in cli.stderr for t in LINKER_TEXT)
     # analyze, from the file alone, counts the code too: "does not fit" where the build refuses (it said "fits",
     # as the weights alone are under 64 KiB), "fits" where it links, and its range holds the linked figure
     small, large = (analyze(model, "stm32f746", flash=f, options=_options()) for f in (65536, suggested))
