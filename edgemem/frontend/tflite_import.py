@@ -318,7 +318,7 @@ def _converter_class():
 
         def _dispatcher(self, name, fallback):
             def convert(op):
-                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model),
+                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model, name),
                                           ops_registry.operator_types(self.subgraph, op))
                 if entry is not None:
                     ret = entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))
