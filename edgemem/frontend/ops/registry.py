@@ -152,6 +152,19 @@ class OpContext:
             return None
         return np.asarray(self.conv.get_tensor_value(t)).reshape(self.shape(t))
 
+    def file_bytes(self, t, count: int) -> bytes | None:
+        """The ``count`` bytes of the model file from the start of constant ``t``'s data, past its end if asked
+        (what TFLM reads through a pointer of a wider type); None when they leave the file, or ``t`` is no
+        buffer of the file (a folded value)."""
+        if not self.is_const(t) or getattr(self.conv, "is_folded", lambda _: False)(t):
+            return None
+        tab = t.buffer._tab
+        start = tab.Vector(tab.Offset(4))  # Buffer.data, field 0
+        lo, hi = getattr(self.conv.model, "source", (0, len(tab.Bytes)))
+        if start < lo or start + count > hi:
+            return None
+        return bytes(tab.Bytes[start:start + count])
+
     def expr(self, t):
         """The Relax expression of a tensor: the producing kernel's output, a model input or a constant."""
         return self.conv.get_tensor_expr(t)
