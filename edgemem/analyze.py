@@ -182,7 +182,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         consts = [t for t in ins if is_constant(model, sg.Tensors(t)) and t not in weights_seen]
         weights_seen.update(consts)
         rows.append(OperatorRow(
-            index=i, name=name, operand_type=operand_type(sg, op, model),
+            index=i, name=name, operand_type=operand_type(sg, op, model, name),
             output=tensor_name(sg, outs[0]) if outs else "none", output_shape=shape_of(outs[0]) if outs else [],
             macs=_macs(name, shape_of, ins, outs, op), weight_bytes=sum(tensor_bytes(sg.Tensors(t)) for t in consts),
             live_bytes=live_at.get(i, 0), supported=i not in missing_at,
