@@ -236,6 +236,7 @@ def folded_constant_logistic_model(seed: int = 0) -> bytes:
     x = mb.tensor("x", (1, 6, 4), np.int8, mm.qparams([0.01], [4]))
     y = mb.tensor("y", (1, 6, 4), np.int8, mm.qparams([0.02], [-10]))
     mb.op(mm.OP.ADD, [x, t], [y], *mm.add_options(mm.ACT.NONE), version=2)
+    return mb.serialize([x], [y])
 
 
 def pointwise_model(width: int, channels: int = 16, seed: int = 0) -> bytes:
