@@ -85,7 +85,7 @@ def test_grid_tiles_cover_the_tensor_once():
 # -- small CNNs (flatbuffer builder) ----------------------------------------------------------------------
 
 
-def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False, padding=mm.PAD.SAME):
+def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False, padding=mm.PAD.SAME, act=mm.ACT.RELU):
     if depthwise:
         w = rng.integers(-127, 128, (1, k, k, c_out)).astype(np.int8)
     else:
@@ -96,9 +96,9 @@ def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False, 
                  mm.qparams(ws * np.float32(_Q["scale"][0]), 0, 0))  # fmt: skip
     y = mb.tensor(name, out_shape, np.int8, _Q)
     if depthwise:
-        mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, wt, b], [y], *mm.depthwise_options(stride, padding, mm.ACT.RELU), version=3)
+        mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, wt, b], [y], *mm.depthwise_options(stride, padding, act), version=3)
     else:
-        mb.op(mm.OP.CONV_2D, [x, wt, b], [y], *mm.conv2d_options(stride, padding, mm.ACT.RELU), version=3)
+        mb.op(mm.OP.CONV_2D, [x, wt, b], [y], *mm.conv2d_options(stride, padding, act), version=3)
     return y
 
 
@@ -135,6 +135,38 @@ def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: boo
     f = _conv(mb, rng, "f", e, c, 2 * c, 1, 1, (1, h4, w4, 2 * c))
     g = _conv(mb, rng, "g", f, 2 * c, 4, 3, 1, (1, h4, w4, 4))
     return mb.serialize([model_input], [g])
+
+
+def _prelu(mb, rng, name, x, alpha_shape, shape):
+    """PRELU with a constant int8 alpha broadcast over H and W (as the converter writes Keras' PReLU with
+    shared_axes=[1, 2]), alphas of both signs."""
+    alpha = rng.integers(-128, 128, alpha_shape).astype(np.int8)
+    a = mb.const(f"{name}/alpha", alpha, mm.qparams([0.01], [5]))
+    y = mb.tensor(name, shape, np.int8, _Q)
+    mb.op(mm.OP.PRELU, [x, a], [y])
+    return y
+
+
+def prelu_model(h: int = 40, w: int = 36, c: int = 16, seed: int = 0) -> bytes:
+    """x -> conv3x3 s2 -> PRELU (alpha [1, 1, C]) -> dw3x3 -> conv1x1 (+ the PRELU's output) -> PRELU (alpha
+    [C]) -> dw3x3 s2 -> conv1x1 -> conv3x3 -> out (as palm detection's first blocks; convolutions before a
+    PRELU without activation, so both of its branches are taken)."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem patches PRELU test")
+    x = mb.tensor("x", (1, h, w, 3), np.int8, _Q)
+    h2, w2 = -(-h // 2), -(-w // 2)
+    h4, w4 = -(-h2 // 2), -(-w2 // 2)
+    a = _conv(mb, rng, "a", x, 3, c, 3, 2, (1, h2, w2, c), act=mm.ACT.NONE)
+    pa = _prelu(mb, rng, "pa", a, (1, 1, c), (1, h2, w2, c))
+    b = _conv(mb, rng, "b", pa, c, c, 3, 1, (1, h2, w2, c), depthwise=True)
+    d = _conv(mb, rng, "c", b, c, c, 1, 1, (1, h2, w2, c), act=mm.ACT.NONE)
+    s = mb.tensor("add", (1, h2, w2, c), np.int8, _Q)
+    mb.op(mm.OP.ADD, [pa, d], [s], *mm.add_options(mm.ACT.NONE), version=2)
+    ps = _prelu(mb, rng, "ps", s, (c,), (1, h2, w2, c))
+    e = _conv(mb, rng, "e", ps, c, c, 3, 2, (1, h4, w4, c), depthwise=True)
+    f = _conv(mb, rng, "f", e, c, 2 * c, 1, 1, (1, h4, w4, 2 * c))
+    g = _conv(mb, rng, "g", f, 2 * c, 4, 3, 1, (1, h4, w4, 4))
+    return mb.serialize([x], [g])
 
 
 def _lowered(path, outside: bool = False):
@@ -284,3 +316,47 @@ def test_the_order_of_passes_never_decides_the_split(tmp_path):
                                                            ("fold_pad", *pp.FINISH, "patches"))}  # fmt: skip
     assert _patch_kernels(done[expert]), "the expert order splits this model"
     assert len({module_key(new) for new in done.values()}) == 1, {o: _patch_kernels(n) for o, n in done.items()}
+
+
+def test_prelu_with_a_broadcast_alpha_stays_in_the_patch_stage(tmp_path):
+    """Issue 31 (palm detection): PRELU's alpha [1, 1, C] or [C] has not the output's shape, and the patch stage
+    used to end at the first PRELU, leaving the early tensors whole. Now the stage runs through both PRELUs: a
+    grid of patches is bit-exact with TFLM in the Relax VM, and the default build (a RAM budget the whole-tensor
+    plan misses) runs the stage as rolling rows, below the whole-tensor plan and bit-exact with TFLM on the host."""
+    from op_check import compare_built
+
+    path = tmp_path / "prelu.tflite"
+    path.write_bytes(prelu_model())
+    mod = _lowered(path)
+    # ops: conv s2, PRELU, dw, conv1x1, ADD, PRELU, dw s2, conv1x1, conv3x3: cuts before and after the residual block
+    assert [s.split for s in pp.stages(mod)] == [0, 1, 4, 5, 6, 7]
+    x = seeded_inputs(path, 0)
+    want = tflm_outputs(path, x)
+    new = pp.apply(mod, _cand(mod, 6, (2, 3)))
+    assert all(np.array_equal(g, e) for g, e in zip(vm_run(new, x), want))
+
+    whole = pipeline.build(path, "stm32f746", tmp_path / "w", pipeline.BuildOptions(
+        passes=("fold_pad", *pp.FINISH), compile=False, overwrite=True))  # fmt: skip
+    assert whole.info["arena_bytes"] == 11520  # the residual block's three 20x18x16 tensors, less what runs in place
+    result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(
+        ram=16384 + 10240, compile=False, overwrite=True))  # fmt: skip
+    assert [op.name for op in result.graph.ops if op.name.startswith(("em_k_patch", "em_k_roll"))] == ["em_k_roll1_s6_q1"]
+    assert result.info["arena_bytes"] == 8964
+    compare_built(path, tmp_path / "p", tmp_path)
+
+
+def test_a_constant_operand_of_the_output_shape_ends_the_stage(tmp_path):
+    """An ADD of a constant with the output's own H and W: a patch would need the constant's box, not all of it
+    (the patched module failed to build: a patch-shaped kernel given the whole constant), so the stage ends
+    before it; a broadcast constant (the PRELU test above) is the same for every patch and stays in."""
+    rng = np.random.default_rng(0)
+    mb = mm.ModelBuilder(description="edgemem patches full constant")
+    x = mb.tensor("x", (1, 12, 10, 3), np.int8, _Q)
+    a = _conv(mb, rng, "a", x, 3, 8, 3, 2, (1, 6, 5, 8), act=mm.ACT.NONE)
+    k = mb.const("k", rng.integers(-128, 128, (1, 6, 5, 8)).astype(np.int8), mm.qparams([0.05], [-3]))
+    s = mb.tensor("s", (1, 6, 5, 8), np.int8, _Q)
+    mb.op(mm.OP.ADD, [a, k], [s], *mm.add_options(mm.ACT.NONE), version=2)
+    b = _conv(mb, rng, "b", s, 8, 4, 3, 1, (1, 6, 5, 4))
+    path = tmp_path / "full_constant.tflite"
+    path.write_bytes(mb.serialize([x], [b]))
+    assert [st.split for st in pp.stages(_lowered(path))] == [0]

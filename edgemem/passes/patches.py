@@ -19,7 +19,8 @@ the split and grid (``em_k_patch1_s13_3x4_...``), so the report's operator table
 **Stage.** The operators 0..t of the lowered module's order, where t's output S is a single-tensor cut (every
 other tensor of the stage is read inside it only) and every operator is a CONV_2D or DEPTHWISE_CONV_2D
 rebuilt from its ``edgemem.spec`` (padding folded already: fold_pad runs first), an element-wise kernel whose
-operands all have the output's shape (ADD, QUANTIZE, activations: retargeted to the patch shape), or a
+operands all have the output's shape but for constants broadcast over H and W (ADD, QUANTIZE, activations, PRELU
+with its alpha [1, 1, C]: retargeted to the patch shape, the constant read whole by every patch), or a
 TRANSPOSE of the NCHW model input. Anything else (a pooling, whose border average differs; a fused residual
 kernel; a reshape) ends the candidate stages.
 
@@ -72,7 +73,7 @@ from .rewrite import Bindings, kernel_vars, rebuild
 MAX_TILES = 4  # p and q each at most this
 ELEMENTWISE = frozenset({
     "ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU", "HARD_SWISH",
-    "LOGISTIC", "TANH", "ABS", "NEG", "MAXIMUM", "MINIMUM",
+    "LOGISTIC", "TANH", "ABS", "NEG", "MAXIMUM", "MINIMUM", "PRELU",
 })  # fmt: skip
 STAGE_KINDS = ELEMENTWISE | {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE"}  # the early floor's Patch capability
 _PLAIN = (Conv2D, Depthwise, DepthwiseInplace)  # int8 convolutions (an in-place depthwise is rebuilt out of place)
@@ -128,13 +129,31 @@ def _window(spec) -> Window:
     return Window(kh, kw, int(sh), int(sw), int(dh), int(dw), int(spec.pad[0]), int(spec.pad[1]))
 
 
-def _elementwise(prim, shape) -> bool:
-    """Every buffer of the kernel has the output's shape and its body is one loop nest over it."""
+def _elementwise(prim, shape, consts=()) -> bool:
+    """Every buffer of the kernel has the output's shape, but for constant operands (``consts``: their
+    parameter positions) broadcast over H and W (e.g. PRELU's alpha [1, 1, C]: every patch reads all of it);
+    its body is one loop nest over the output (checked again where it is retargeted)."""
     try:
         shapes = [tuple(int(d) for d in p.shape) for p in prim.params]
     except (AttributeError, TypeError):  # a scalar or symbolic parameter
         return False
-    return len(shape) == 4 and bool(shapes) and all(s == tuple(shape) for s in shapes)
+    if len(shape) != 4 or not shapes:
+        return False
+    # a constant of the output's own shape is refused: a patch would need its box, not its origin
+    return all(_spatial_broadcast(s, shape) if i in consts else s == tuple(shape) for i, s in enumerate(shapes))
+
+
+def _dims(shape) -> str:
+    return ", ".join(str(int(d)) for d in shape)
+
+
+def _spatial_broadcast(shape, out) -> bool:
+    """``shape`` broadcasts (numpy-style, right-aligned) to the NHWC ``out`` with size 1 along H and W: one
+    value per channel (or one in all), the same for every patch."""
+    if len(shape) > len(out):
+        return False
+    aligned = (1,) * (len(out) - len(shape)) + tuple(shape)
+    return aligned[1] == 1 and aligned[2] == 1 and all(a in (1, o) for a, o in zip(aligned, out))
 
 
 def _stage_kind(graph: OpGraph, b: Bindings, var, op, params: set) -> tuple[str, object] | None:
@@ -157,7 +176,11 @@ def _stage_kind(graph: OpGraph, b: Bindings, var, op, params: set) -> tuple[str,
         if len(x) == 4 and tuple(x[i] for i in NCHW_TO_NHWC) == out and _NCHW_TO_NHWC.search(op.prim.script()):
             return "gather", None
         return None
-    if op.kind in ELEMENTWISE and _elementwise(op.prim, out):  # an in-place one is rebuilt out of place
+    # an in-place one is rebuilt out of place; its constant operands are its parameters at their operand positions
+    consts = {i for i, x in enumerate(op.inputs) if graph.tensors[x].is_const}
+    if len(op.prim.params) != len(op.inputs) + 1:
+        consts = set()  # the parameters are not (operands..., output): no constant is told apart
+    if op.kind in ELEMENTWISE and _elementwise(op.prim, out, consts) and _loop_nest(op.prim.script(), _dims(out)):
         return "ew", None
     return None
 
@@ -387,27 +410,51 @@ def _concat_kernel(shapes, axis):
 
 
 def _retarget(prim, old_shape, new_shape, offset: tuple = ()):
-    """An element-wise kernel (one loop nest over its output's shape, every buffer of that shape) for another
-    shape: its TVMScript with the shapes replaced, parsed again (the body depends on the indices only). With
-    ``offset`` (row, col), its first parameter keeps the whole shape and is read at that offset (a patch of
-    the model input read in place, with no copy of the box)."""
+    """An element-wise kernel (one loop nest over its output's shape, every buffer of that shape or a constant
+    read independently of the row and column, e.g. PRELU's alpha) for another shape: its TVMScript with the
+    shapes replaced, parsed again (the body depends on the indices only). With ``offset`` (row, col), its first
+    parameter keeps the whole shape and is read at that offset (a patch of the model input read in place, with
+    no copy of the box)."""
     text = prim.script()
-    old = ", ".join(str(int(d)) for d in old_shape)
-    new = ", ".join(str(int(d)) for d in new_shape)
-    buffers = len(re.findall(r"T\.Buffer\(", text))
-    loops = re.findall(r"T\.axis\.remap\(\"SSSS\", \[(\w+), (\w+), (\w+), (\w+)\]\)", text)
-    if text.count(f"T.Buffer(({old}),") != buffers or text.count(f"T.grid({old})") != 1 or text.count("for ") != 1 or len(loops) != 1:
+    old, new = _dims(old_shape), _dims(new_shape)
+    loops = _loop_nest(text, old)
+    if loops is None:
         raise ValueError(f"kernel {prim.attrs.get('global_symbol')} is not a plain element-wise loop nest")
     first = re.search(r"def \w+\((\w+): T\.Buffer\(", text).group(1)
     if offset:  # the first parameter's declaration is kept whole; its every access is shifted
         text = text.replace(f"{first}: T.Buffer(({old}),", f"{first}: T.Buffer(({old}) ,", 1)
-        v = [f"v_{i}" for i in loops[0]]
+        v = [f"v_{i}" for i in loops]
         plain = f"{first}[{', '.join(v)}]"
         if text.count(plain) != text.count(f"{first}["):
             raise ValueError(f"kernel {prim.attrs.get('global_symbol')} reads its input off the output's index")
         text = text.replace(plain, f"{first}[{v[0]}, {v[1]} + {int(offset[0])}, {v[2]} + {int(offset[1])}, {v[3]}]")
     text = text.replace(f"T.Buffer(({old}),", f"T.Buffer(({new}),").replace(f"T.grid({old})", f"T.grid({new})")
     return tvm.script.from_source(text)
+
+
+def _loop_nest(text: str, old: str) -> tuple | None:
+    """The block variables' loop names of a kernel's TVMScript ``text`` that ``_retarget`` can retarget from
+    the shape ``old`` (one loop nest over it, every buffer plain: ``_plain_buffers``), else None."""
+    loops = re.findall(r"T\.axis\.remap\(\"SSSS\", \[(\w+), (\w+), (\w+), (\w+)\]\)", text)
+    if text.count(f"T.grid({old})") != 1 or text.count("for ") != 1 or len(loops) != 1 or not _plain_buffers(text, old, loops[0]):
+        return None
+    return loops[0]
+
+
+def _plain_buffers(text: str, old: str, loop: tuple) -> bool:
+    """Every buffer of the kernel's TVMScript ``text`` has the shape ``old``, or is read at indices that
+    name neither the row nor the column loop variable (the same values in every patch)."""
+    buffers = re.findall(r"(\w+): T\.Buffer\(\(([^)]*)\),", text)
+    if len(buffers) != len(re.findall(r"T\.Buffer\(", text)):
+        return False
+    spatial = re.compile(rf"\b(v_{loop[1]}|v_{loop[2]})\b")
+    for name, shape in buffers:
+        if shape == old:
+            continue
+        reads = re.findall(rf"\b{name}\[([^\]]*)\]", text)
+        if not reads or any(spatial.search(idx) for idx in reads) or re.search(rf"\b{name}\[[^\]]*\]\s*=[^=]", text):
+            return False  # read at the patch's own position, or written: not shared by every patch
+    return True
 
 
 def _clean(prim):
