@@ -169,6 +169,30 @@ def prelu_model(h: int = 40, w: int = 36, c: int = 16, seed: int = 0) -> bytes:
     return mb.serialize([x], [g])
 
 
+def downsample_model(h: int = 25, w: int = 21, c: int = 8, seed: int = 0) -> bytes:
+    """Palm detection's downsampling block: x -> conv3x3 -> PRELU -> [dw3x3 s2 -> conv1x1 to 2C] + [MAX_POOL 2x2 s2
+    -> PAD the channels to 2C] -> ADD -> PRELU -> conv3x3 -> out. SAME pooling on odd sizes: the bottom and right
+    windows are cut at the tensor's end (a patch's window is cut at its box's end only there)."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem patches downsampling test")
+    x = mb.tensor("x", (1, h, w, 3), np.int8, _Q)
+    h2, w2 = -(-h // 2), -(-w // 2)
+    a = _conv(mb, rng, "a", x, 3, c, 3, 1, (1, h, w, c), act=mm.ACT.NONE)
+    pa = _prelu(mb, rng, "pa", a, (1, 1, c), (1, h, w, c))
+    b = _conv(mb, rng, "b", pa, c, c, 3, 2, (1, h2, w2, c), depthwise=True)
+    d = _conv(mb, rng, "d", b, c, 2 * c, 1, 1, (1, h2, w2, 2 * c), act=mm.ACT.NONE)
+    m = mb.tensor("pool", (1, h2, w2, c), np.int8, _Q)
+    mb.op(mm.OP.MAX_POOL_2D, [pa], [m], *mm.pool2d_options((2, 2), 2, mm.PAD.SAME))
+    padded = mb.tensor("padded", (1, h2, w2, 2 * c), np.int8, _Q)
+    pads = mb.const("pads", np.array([[0, 0], [0, 0], [0, 0], [0, c]], np.int32))
+    mb.op(mm.OP.PAD, [m, pads], [padded])
+    s = mb.tensor("add", (1, h2, w2, 2 * c), np.int8, _Q)
+    mb.op(mm.OP.ADD, [padded, d], [s], *mm.add_options(mm.ACT.NONE), version=2)
+    ps = _prelu(mb, rng, "ps", s, (1, 1, 2 * c), (1, h2, w2, 2 * c))
+    g = _conv(mb, rng, "g", ps, 2 * c, 4, 3, 1, (1, h2, w2, 4))
+    return mb.serialize([x], [g])
+
+
 def _lowered(path, outside: bool = False):
     from edgemem.frontend.tflite_import import import_tflite
     from edgemem.ir import outside as out
@@ -360,3 +384,34 @@ def test_a_constant_operand_of_the_output_shape_ends_the_stage(tmp_path):
     path = tmp_path / "full_constant.tflite"
     path.write_bytes(mb.serialize([x], [b]))
     assert [st.split for st in pp.stages(_lowered(path))] == [0]
+
+
+def test_max_pool_and_a_channel_pad_stay_in_the_patch_stage(tmp_path):
+    """Palm detection's downsampling block (a MAX_POOL beside the strided depthwise, its channels PADded to the
+    conv's): the stage used to end before it, leaving the full-resolution tensor whole for both readers. Now the
+    stage runs through to the block's ADD and PRELU: grids bit-exact with TFLM in the Relax VM, and the default
+    build (a RAM budget the whole-tensor plan misses) runs it as a rolling stage, bit-exact on the host."""
+    from op_check import compare_built
+
+    path = tmp_path / "down.tflite"
+    path.write_bytes(downsample_model())
+    mod = _lowered(path)
+    from edgemem.ir.graph import read_graph
+
+    kinds = [op.kind for op in read_graph(mod).ops]
+    last = len(kinds) - 2  # the PRELU before the last convolution
+    assert kinds[last] == "PRELU" and "MAX_POOL_2D" in kinds[:last] and "PAD" in kinds[:last]
+    assert last in [st.split for st in pp.stages(mod)]
+    x = seeded_inputs(path, 0)
+    want = tflm_outputs(path, x)
+    for grid in ((2, 2), (3, 1), (1, 4)):
+        new = pp.apply(mod, _cand(mod, last, grid))
+        assert all(np.array_equal(g, e) for g, e in zip(vm_run(new, x), want)), grid
+
+    whole = pipeline.build(path, "stm32f746", tmp_path / "w", pipeline.BuildOptions(
+        passes=("fold_pad", *pp.FINISH), compile=False, overwrite=True))  # fmt: skip
+    result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(
+        ram=16384 + whole.info["arena_bytes"] * 3 // 4 // 32 * 32, compile=False, overwrite=True))  # fmt: skip
+    assert any(op.name.startswith(f"em_k_patch1_s{last}_") for op in result.graph.ops)
+    assert (whole.info["arena_bytes"], result.info["arena_bytes"]) == (8400, 4576)
+    compare_built(path, tmp_path / "p", tmp_path)

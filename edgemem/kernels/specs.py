@@ -173,6 +173,25 @@ class Pad(KernelSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MaxPool(KernelSpec):
+    """int8 MAX_POOL_2D (NHWC): the largest in-bounds element of each window (padding is never read), clamped to
+    the fused activation's range. ``pad``: top, left (a patch's bottom and right padding, when given, is its
+    input's end: the window is clipped there)."""
+
+    builder: ClassVar[str] = "max_pool2d"
+    x_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    pool: tuple[int, ...]
+    stride: tuple[int, ...]
+    pad: tuple[int, ...]
+    act_min: int
+    act_max: int
+
+    def out_of_place(self) -> MaxPool:
+        return self
+
+
+@dataclass(frozen=True, kw_only=True)
 class DequantizeFloat(KernelSpec):
     """int8 -> float32 DEQUANTIZE (per tensor)."""
 

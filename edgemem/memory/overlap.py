@@ -146,8 +146,8 @@ def kernel_geometry(prim) -> dict | None:
     from ..kernels.specs import Convolution
 
     spec = kernel_attrs.spec(prim)
-    if spec is not None:
-        return spec.geometry() if isinstance(spec, Convolution) else None
+    if isinstance(spec, Convolution):
+        return spec.geometry()
     window = kernel_attrs.window(prim)
     return window.geometry() if window is not None else None
 

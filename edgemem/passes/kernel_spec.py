@@ -16,7 +16,9 @@ from ..kernels.specs import (
     DepthwiseInplace,
     DequantizeFloat,
     KernelSpec,
+    MaxPool,
     Pad,
+    Requant,
 )
 
 _BUILDERS = {
@@ -33,6 +35,8 @@ _BUILDERS = {
                                                    s.has_bias, s.act),
     Depthwise16Inplace: lambda s: conv16.depthwise_conv2d_inplace(
         s.x_shape, s.w_shape, s.out_shape, s.stride, s.dilation, s.pad, s.act, s.delay),
+    MaxPool: lambda s: int8_ops.max_pool2d(s.x_shape, s.pool, s.stride, s.pad[:2], s.out_shape,
+                                           Requant(0, s.act_min, s.act_max)),
     Pad: lambda s: int8_ops.pad(s.x_shape, s.pad_before, s.pad_after, s.pad_value),
     DequantizeFloat: lambda s: int8_ops.dequantize_float(s.shape, s.scale, s.zero_point),
 }  # fmt: skip

@@ -65,7 +65,7 @@ from tvm import relax, te
 from ..ir.graph import Op, OpGraph, Tensor, linked
 from ..memory.patches import StageOp, Window, box_size, grid, patch_pad, regions
 from ..kernels import kernel_attrs
-from ..kernels.specs import Conv2D, Depthwise, DepthwiseInplace
+from ..kernels.specs import Conv2D, Depthwise, DepthwiseInplace, MaxPool, Pad
 from ..timelimit import check
 from . import kernel_spec
 from .rewrite import Bindings, kernel_vars, rebuild
@@ -75,7 +75,7 @@ ELEMENTWISE = frozenset({
     "ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU", "HARD_SWISH",
     "LOGISTIC", "TANH", "ABS", "NEG", "MAXIMUM", "MINIMUM", "PRELU",
 })  # fmt: skip
-STAGE_KINDS = ELEMENTWISE | {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE"}  # the early floor's Patch capability
+STAGE_KINDS = ELEMENTWISE | {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE", "MAX_POOL_2D", "PAD"}  # the early floor's Patch capability
 _PLAIN = (Conv2D, Depthwise, DepthwiseInplace)  # int8 convolutions (an in-place depthwise is rebuilt out of place)
 NCHW_TO_NHWC = (0, 2, 3, 1)
 # the one store of a TRANSPOSE kernel with that permutation (kernels/int8_ops.transpose): out[n, h, w, c] = x[n, c, h, w]
@@ -124,6 +124,9 @@ class _Stage:
 
 
 def _window(spec) -> Window:
+    if isinstance(spec, MaxPool):
+        (kh, kw), (sh, sw) = spec.pool, spec.stride
+        return Window(int(kh), int(kw), int(sh), int(sw), 1, 1, int(spec.pad[0]), int(spec.pad[1]))
     kh, kw = int(spec.w_shape[0]), int(spec.w_shape[1])
     (sh, sw), (dh, dw) = spec.stride, spec.dilation
     return Window(kh, kw, int(sh), int(sw), int(dh), int(dw), int(spec.pad[0]), int(spec.pad[1]))
@@ -167,10 +170,13 @@ def _stage_kind(graph: OpGraph, b: Bindings, var, op, params: set) -> tuple[str,
     if len(out) != 4 or out[0] != 1:
         return None
     spec = kernel_spec.of(op.prim)
-    if op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-        if not isinstance(spec, _PLAIN):
+    if op.kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D"):
+        if not isinstance(spec, (*_PLAIN, MaxPool)):
             return None  # e.g. a convolution fused with its residual ADD (no spec to rebuild it from)
-        return "conv", _window(spec)
+        return "conv", _window(spec)  # a max pool never reads its padding: a patch's is its box's edge too
+    if op.kind == "PAD":  # along the channels only (others are folded, fold_pad): per pixel, rebuilt per patch
+        pads = (*spec.pad_before[:3], *spec.pad_after[:3]) if isinstance(spec, Pad) else (1,)
+        return ("pad", None) if len(op.inputs) == 1 and not any(pads) else None
     if op.kind == "TRANSPOSE" and len(op.inputs) == 1 and op.inputs[0] in params:
         x = graph.tensors[op.inputs[0]].shape
         if len(x) == 4 and tuple(x[i] for i in NCHW_TO_NHWC) == out and _NCHW_TO_NHWC.search(op.prim.script()):
@@ -521,6 +527,9 @@ def apply(mod, cand: Candidate) -> tvm.IRModule:
                     x_shape = tuple(int(d) for d in args[0].ty.shape.values)
                     new = dataclasses.replace(spec.out_of_place(), x_shape=tuple(x_shape), out_shape=tuple(pop.shape),
                                               pad=tuple(pop.pad))  # fmt: skip
+                    gv = _add(bb, kernel_spec.build(new), symbol, op.kind, pop.macs, new)
+                elif pop.what == "pad":
+                    new = dataclasses.replace(spec, x_shape=tuple(int(d) for d in args[0].ty.shape.values))
                     gv = _add(bb, kernel_spec.build(new), symbol, op.kind, pop.macs, new)
                 else:
                     prim = _retarget(prim0, graph.tensors[op.output].shape, pop.shape, pop.begin)

@@ -33,6 +33,7 @@ from tvm import relax
 
 from ..ir.graph import Op, OpGraph, Tensor, linked
 from ..kernels import kernel_attrs
+from ..kernels.specs import Pad
 from ..memory import rolling as geo
 from ..timelimit import check
 from . import kernel_spec
@@ -204,6 +205,8 @@ def _kernels(mod, graph: OpGraph, stage, lay: Layout, prefix: str) -> tuple[dict
                     xshape = (1, in_rows, in_w, lay.channels[sop.inputs[0]])
                     new = dataclasses.replace(spec.out_of_place(), x_shape=xshape, out_shape=oshape, pad=tuple(c.pad))
                     prim = kernel_spec.build(new)
+                elif isinstance(spec, Pad):  # along the channels: the patch's own rows and columns
+                    prim = kernel_spec.build(dataclasses.replace(spec, x_shape=(1, out_rows, out_w, lay.channels[sop.inputs[0]])))
                 else:
                     prim = _retarget(prim0, graph.tensors[op.output].shape, oshape)
                 prim = _clean(prim)

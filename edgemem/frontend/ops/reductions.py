@@ -253,9 +253,14 @@ def _pool(ctx: OpContext, kind: str):
     lo, hi = (-128, 127) if dtype == "int8" else (-32768, 32767)
     act_min, act_max = activation_range(act, out_scale, out_zp, lo, hi)
     if dtype == "int8":
-        rq = int8_ops.Requant(out_zp, act_min, act_max)
-        build = int8_ops.average_pool2d if kind == "AVERAGE_POOL_2D" else int8_ops.max_pool2d
-        prim = build(x_shape, filt, stride, (pt, pl), out_shape, rq)
+        if kind == "MAX_POOL_2D":  # with its spec: a patch stage rebuilds it for a patch (passes/patches.py)
+            from ...kernels.specs import MaxPool
+            from ...passes import kernel_spec
+
+            prim = kernel_spec.build(MaxPool(x_shape=x_shape, out_shape=out_shape, pool=filt, stride=stride,
+                                             pad=(pt, pl), act_min=act_min, act_max=act_max))  # fmt: skip
+        else:
+            prim = int8_ops.average_pool2d(x_shape, filt, stride, (pt, pl), out_shape, int8_ops.Requant(out_zp, act_min, act_max))
         # the window, for partial liveness (passes/overlap.py: output over the input rows no later pixel reads)
         prim = kernel_attrs.with_window(prim, kernel_attrs.Window(tuple(x_shape), tuple(out_shape), tuple(filt),
                                                                   tuple(stride), (pt, pl)))
