@@ -16,6 +16,9 @@ from pathlib import Path
 from .errors import EdgememError
 
 BUILD_INFO = "edgemem.json"  # the report's file name in a build directory
+# The version of the JSON edgemem writes (edgemem.json, profile.json, every --json), its top-level "schema": raised
+# when a field is removed or changes meaning (README "JSON output"), not when one is added (readers ignore unknown keys).
+JSON_SCHEMA = 1
 
 
 @dataclass
@@ -105,10 +108,17 @@ class BuildInfo:
             if value is None and f.name in _OPTIONAL:
                 continue
             d[f.name] = [dataclasses.asdict(t) for t in value] if f.name in ("inputs", "outputs") else value
-        return {**d, **self.extra}
+        return {"schema": JSON_SCHEMA, **d, **self.extra}
 
     @classmethod
     def from_json(cls, d: dict) -> BuildInfo:
+        """The report as written by this or an older edgemem (no "schema": before it was recorded); a newer
+        schema, whose fields may mean something else, is refused."""
+        d = dict(d)
+        schema = d.pop("schema", JSON_SCHEMA)
+        if not isinstance(schema, int) or schema > JSON_SCHEMA:
+            raise ValueError(f"JSON schema {schema!r}, newer than the {JSON_SCHEMA} this edgemem reads: written by a "
+                             "newer edgemem; upgrade edgemem")  # fmt: skip
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known = {k: v for k, v in d.items() if k in names}
         known["inputs"] = [TensorSpec.from_json(t) for t in d.get("inputs", [])]

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from .board import Board
-from .build_info import build_board, load_build_info
+from .build_info import JSON_SCHEMA, build_board, load_build_info
 from .device_run import device_arrays, expected_report, judge
 from .errors import DeviceError, EdgememError, tail
 from .target.device_protocol import check_report, parse_device_output
@@ -102,7 +102,7 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
 
     inputs = seeded_inputs(info.model, predicted["seed"])
     result = {
-        "model": info.model, "board": info.board, "source": source, "seed": predicted["seed"],
+        "schema": JSON_SCHEMA, "model": info.model, "board": info.board, "source": source, "seed": predicted["seed"],
         "steps": rows,
         "arena_bytes": info.arena_bytes,
         "arena_high_water_bytes": report.arena_high_water_bytes,
