@@ -547,14 +547,16 @@ def _analysis_error(a) -> EdgememError | None:
     """The analysis's failing verdict: an operator without a kernel (exit 4), a model that cannot fit (exit 5)."""
     name = Path(a.model).name
     if a.unsupported:
-        return UnsupportedModelError(f"no kernel for {len(a.unsupported)} operator(s) of {name}: {'; '.join(a.unsupported)}. "
-                                     "`edgemem build` refuses this model; replace these operators in the model (the "
-                                     "README lists the operators edgemem supports).")  # fmt: skip
+        return UnsupportedModelError(f"{name}: edgemem has no kernel for {len(a.unsupported)} operator(s) of this model: "
+                                     f"{'; '.join(a.unsupported)}, so `edgemem build` refuses it. Replace these layers in "
+                                     "the model (or convert it with other types), or file an issue naming them.")  # fmt: skip
     if a.verdict != "does not fit":
         return None
     budget = f"the {a.ram_budget_bytes:,} B of RAM left for the arena ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)"
-    if a.weights_bytes > a.board_flash_bytes:
-        need = f"its weights take {a.weights_bytes:,} B, more than the board's {a.board_flash_bytes:,} B of flash"
+    low = max(a.weights_bytes, a.flash_range_bytes[0])
+    if low > a.board_flash_bytes:
+        need = (f"its image needs at least {low:,} B of flash (weights {a.weights_bytes:,} B, plus the code's low "
+                f"estimate), more than the board's {a.board_flash_bytes:,} B")  # fmt: skip
     elif a.ram_floor_bytes > a.ram_budget_bytes:
         need = (f"it needs at least {a.ram_floor_bytes:,} B of arena (its RAM floor, at operator #{a.ram_floor_operator}, "
                 f"whatever the order or memory passes), more than {budget}")  # fmt: skip
@@ -594,13 +596,17 @@ def _print_analysis(a) -> None:
     s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower{assumed})")
     s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)")
     s.add_row("weights (flash)", f"{a.weights_bytes:,} B of {a.board_flash_bytes:,} B")
+    low, high = a.flash_range_bytes
+    s.add_row("flash (estimate)", f"{a.flash_estimate_bytes:,} B: weights + code, {low:,} to {high:,} B; the board has "
+              f"{a.board_flash_bytes:,} B" + ("" if high <= a.board_flash_bytes else " (`build --flash` for more)"))
+    s.add_row("static RAM (estimate)", f"{a.static_ram_estimate_bytes:,} B besides the arena (.data/.bss of the firmware)")
     s.add_row("MACs", f"{a.macs:,}")
     if a.symbolic:
         n = a.symbolic["largest_fitting"]
         s.add_row("symbolic dimension", _text(a.symbolic["note"] or (
             f"arena {a.symbolic['arena_expr']} B; largest {a.symbolic['dim']} that fits: "
             f"{'none' if n is None else n} (searched {a.symbolic['range'][0]}..{a.symbolic['range'][1]})")))  # fmt: skip
-    colour = {"fits": "green", "may fit": "yellow", "does not fit": "red"}[a.verdict]
+    colour = {"fits": "green", "may fit": "yellow", "may not fit": "yellow", "does not fit": "red"}[a.verdict]
     s.add_row("verdict", f"[{colour}]{a.verdict}[/]")
     out.print(s)
 
