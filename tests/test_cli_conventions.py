@@ -179,6 +179,9 @@ def test_analyze_verdicts_carry_the_error_beside_the_analysis(tmp_path):
     does_not_fit = _json_error(_invoke("analyze", EXAMPLE, "--ram", "16416", "--json"), 5)
     assert does_not_fit["verdict"] == "does not fit" and does_not_fit["ram_budget_bytes"] == 32
     assert f"{does_not_fit['ram_floor_bytes']:,} B" in does_not_fit["error"]["message"]
+    no_flash = _json_error(_invoke("analyze", EXAMPLE, "--flash", "4K", "--json"), 5)
+    assert no_flash["flash_range_bytes"][0] > 4096 == no_flash["board_flash_bytes"]
+    assert f"at least {no_flash['flash_range_bytes'][0]:,} B of flash" in no_flash["error"]["message"]
     sys.path.insert(0, str(ROOT / "examples"))
     import make_example_model as mm
 
