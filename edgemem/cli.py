@@ -486,7 +486,8 @@ def profile_cmd(
     from . import profiling
 
     _check_board(project, board)
-    res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save)
+    with _Progress(err, "profiling") as progress:
+        res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save, progress=progress.reached)
     _refresh_report(project, res)
     _finish(res, as_json, lambda: _print_profile(res), _verdict_error(res, profiled=True))
 
@@ -718,37 +719,44 @@ def validate(
     from .validate import MismatchError, mismatch_message, validate as run_validation
 
     _check_board(project, board)
-    with _RunProgress(err, count) as progress:
-        report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact, progress=progress)
+    with _Progress(err, "validating", count) as progress:
+
+        def seed_done(run: dict) -> None:  # one line per seed, also where stderr is a log file
+            verdict = ("bit-exact" if run["bit_exact"] else "within tolerance" if run["matches_reference"] else
+                       "DIFFERS") + ("" if run["bit_exact"] else f" (max |diff| {run['max_abs_diff']})")  # fmt: skip
+            ran = f", {run['instructions']:,} instructions" if run["instructions"] else ""
+            progress.say(f"  seed {run['seed']}: {verdict}{ran}  ({progress.done + 1}/{count})")
+            progress.reached(progress.done + 1, count)
+
+        report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact, progress=seed_done)
     failure = None if report["all_match"] else MismatchError(mismatch_message(report))
     _finish(report, as_json, lambda: _print_validation(report), failure)
 
 
-class _RunProgress:
-    """validate's progress on stderr (stdout carries the table or the one JSON object): a line per seed as it
-    finishes, under a bar counting the runs when stderr is a terminal."""
+class _Progress:
+    """Progress on stderr (stdout carries the table or the one JSON object): a bar counting the units done
+    (validate's runs, profile's steps) when stderr is a terminal, erased at the end; ``say`` prints a line above it."""
 
-    def __init__(self, console: Console, total: int):
-        self.console, self.total, self.done, self.bar = console, total, 0, None
+    def __init__(self, console: Console, label: str, total: int | None = None):
+        self.console, self.label, self.total, self.done, self.bar = console, label, total, 0, None
 
-    def __enter__(self) -> _RunProgress:
+    def __enter__(self) -> _Progress:
         if self.console.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("validating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                 console=self.console, transient=True)  # fmt: skip
-            self.task = self.bar.add_task("runs", total=self.total)
+            self.task = self.bar.add_task(self.label, total=self.total)
             self.bar.start()
         return self
 
-    def __call__(self, run: dict) -> None:
-        self.done += 1
-        verdict = ("bit-exact" if run["bit_exact"] else "within tolerance" if run["matches_reference"] else "DIFFERS") + (
-            "" if run["bit_exact"] else f" (max |diff| {run['max_abs_diff']})")  # fmt: skip
-        ran = f", {run['instructions']:,} instructions" if run["instructions"] else ""
-        self.console.print(f"  seed {run['seed']}: {verdict}{ran}  ({self.done}/{self.total})", markup=False, highlight=False)
+    def say(self, line: str) -> None:
+        self.console.print(line, markup=False, highlight=False)
+
+    def reached(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
         if self.bar is not None:
-            self.bar.advance(self.task)
+            self.bar.update(self.task, completed=done, total=total)
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

@@ -288,3 +288,40 @@ def test_a_failing_validation_under_json_has_its_error_beside_the_report(builds,
     obj = _json_error(res, 8)
     assert obj["all_match"] is False and obj["count"] == 2 and "seeds 0, 1" in obj["error"]["message"]
     assert "seed 0: DIFFERS (max |diff| 3)" in res.stderr
+
+
+@needs_qemu
+def test_profile_reports_each_step_as_it_arrives(builds):
+    from edgemem import profiling
+
+    project, _ = builds["profiling"]
+    seen: list[tuple[int, int]] = []
+    res = profiling.profile(project, progress=lambda done, total: seen.append((done, total)))
+    n = len(json.loads((project / "edgemem.json").read_text())["profile"]["steps"])
+    assert n == len(res["steps"]) > 1 and seen == [(i, n) for i in range(1, n + 1)]
+
+
+@needs_qemu
+def test_on_a_terminal_validate_and_profile_draw_a_bar_on_stderr(builds, monkeypatch):
+    """stderr a terminal (forced): a rich bar counting validate's runs and profile's steps, stdout untouched."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    import edgemem.cli as cli
+
+    def drawn(*args) -> tuple[str, str]:
+        screen = io.StringIO()
+        monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=100))
+        res = _invoke(*args)
+        assert res.exit_code == 0, res.stderr
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue()), res.stdout
+
+    bar, stdout = drawn("validate", builds["plain"][0], "--count", "2", "--json")
+    assert "validating" in bar and "2/2" in bar and "seed 1: bit-exact" in bar
+    assert _one_object(stdout)["count"] == 2
+    profiling, _ = builds["profiling"]
+    n = len(json.loads((profiling / "edgemem.json").read_text())["profile"]["steps"])
+    bar, stdout = drawn("profile", profiling, "--json")
+    assert "profiling" in bar and f"{n}/{n}" in bar and len(_one_object(stdout)["steps"]) == n
