@@ -153,7 +153,7 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
             placements={name: (p.pool, p.offset) for name, p in plan.placements.items()},
             pools=[PoolLayout(name, size) for name, size in plan.pool_sizes.items()], lower_bound=plan.lower_bound,
             scheduler=schedule.scheduler, algorithm=plan.algorithm, kernels=kernels, input_infos=model.inputs,
-            output_infos=model.outputs,
+            output_infos=model.outputs, variables=model.variables,
         )  # fmt: skip
         board_image = board.device is not None and options.compile
         if options.profile or board_image:  # the board image carries its input too

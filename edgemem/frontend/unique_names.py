@@ -32,9 +32,10 @@ class NamedSubGraph(tflite.SubGraph):
 
 
 class NamedModel(tflite.Model):
-    """A tflite.Model whose subgraph 0 is a NamedSubGraph."""
+    """A tflite.Model whose subgraph 0 is a NamedSubGraph; ``variables``: its resource variables
+    (control_flow.Variable), whose kept values are its last inputs and outputs."""
 
-    __slots__ = ("display_names",)
+    __slots__ = ("display_names", "variables")
 
     def Subgraphs(self, j):  # noqa: N802  (the flatbuffer reader's name)
         sg = super().Subgraphs(j)
@@ -65,6 +66,7 @@ def with_unique_names(buf: bytes, model) -> NamedModel:
     named = NamedModel()
     named.Init(out, tflite.Model.GetRootAsModel(out, 0)._tab.Pos)
     named.display_names = shown
+    named.variables = ()
     return named
 
 
