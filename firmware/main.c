@@ -10,6 +10,10 @@
  *   EDGEMEM step <s> ticks=<t> stack=<b> hw=<b0>,<b1>,...   profiling builds only (EDGEMEM_PROFILE), per step
  *                                       of the schedule: its ticks, and the stack and per-pool arena high-water
  *                                       marks reached by the end of that step
+ *   EDGEMEM invocation <k> output <i> <hex>   with a host file invocations.bin (semihosting builds): the outputs
+ *   EDGEMEM invocation <k> status=<s>          of N invocations in a row from the initial state (no reset between
+ *                                             them: a stateful model carries its state), inputs from the files
+ *                                             seq<k>_input<i>.bin; N is invocations.bin's 4 bytes, little-endian
  *   EDGEMEM end
  * or EDGEMEM error <what> / EDGEMEM fault <name> ... and a non-zero exit code.
  *
@@ -137,13 +141,38 @@ static void em_input_name(char *buf, uint32_t i)
     buf[k] = '\0';
 }
 
-static void em_read_inputs(void)
+/* "seq<k>_input<i>.bin": the inputs of invocation k of a sequence (em_run_sequence) */
+static void em_sequence_input_name(char *buf, uint32_t k, uint32_t i)
+{
+    char digits[10];
+    uint32_t n = 0;
+    uint32_t at = 3;
+    buf[0] = 's';
+    buf[1] = 'e';
+    buf[2] = 'q';
+    do {
+        digits[n++] = (char)('0' + k % 10u);
+        k /= 10u;
+    } while (k != 0u);
+    while (n != 0u) {
+        buf[at++] = digits[--n];
+    }
+    buf[at++] = '_';
+    em_input_name(&buf[at], i);
+}
+
+/* Every input from its host file: input<i>.bin, or with ``sequence`` invocation k's seq<k>_input<i>.bin. */
+static void em_read_inputs_named(uint32_t sequence, uint32_t k)
 {
     uint32_t i;
-    char name[24];
+    char name[40];
     for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
         int32_t rc;
-        em_input_name(name, i);
+        if (sequence != 0u) {
+            em_sequence_input_name(name, k, i);
+        } else {
+            em_input_name(name, i);
+        }
         rc = em_read_file(name, em_input_dst(i), edgemem_input_bytes(i));
         if (rc != 0) {
             em_puts("EDGEMEM error input ");
@@ -155,6 +184,46 @@ static void em_read_inputs(void)
             em_puts("\n");
             em_exit(EM_EXIT_INPUT);
         }
+    }
+}
+
+static void em_read_inputs(void)
+{
+    em_read_inputs_named(0u, 0u);
+}
+
+/* With a host file invocations.bin (N, 4 bytes little-endian): N invocations in a row from the initial state, no
+ * reset in between (a stateful model's state carries, as TFLM's interpreter invoked N times), each one's inputs
+ * read from seq<k>_input<i>.bin and its outputs printed. Without the file: nothing. */
+static void em_run_sequence(void)
+{
+    uint8_t count[4];
+    uint32_t n;
+    uint32_t k;
+    uint32_t p;
+    if (em_read_file("invocations.bin", count, 4u) != 0) {
+        return;
+    }
+    n = (uint32_t)count[0] | ((uint32_t)count[1] << 8) | ((uint32_t)count[2] << 16) | ((uint32_t)count[3] << 24);
+    edgemem_reset();
+    for (k = 0; k < n; k++) {
+        int32_t st;
+        em_read_inputs_named(1u, k);
+        st = em_run();
+        for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
+            em_puts("EDGEMEM invocation ");
+            em_put_u64(k);
+            em_puts(" output ");
+            em_put_u64(p);
+            em_puts(" ");
+            em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
+            em_puts("\n");
+        }
+        em_puts("EDGEMEM invocation ");
+        em_put_u64(k);
+        em_puts(" status=");
+        em_put_i32(st);
+        em_puts("\n");
     }
 }
 #endif
@@ -419,6 +488,9 @@ int main(void)
     em_stat("ticks", ticks);
     em_stat("instructions", em_ticks_to_instructions(ticks));
     em_stat_i32("run_status", status);
+#if !defined(EM_INPUTS_EMBEDDED)
+    em_run_sequence();
+#endif
     em_puts("EDGEMEM end\n");
     em_flush();
 #if defined(EM_CONSOLE_UART)
