@@ -10,10 +10,11 @@
  *   EDGEMEM step <s> ticks=<t> stack=<b> hw=<b0>,<b1>,...   profiling builds only (EDGEMEM_PROFILE), per step
  *                                       of the schedule: its ticks, and the stack and per-pool arena high-water
  *                                       marks reached by the end of that step
- *   EDGEMEM invocation <k> output <i> <hex>   with a host file invocations.bin (semihosting builds): the outputs
- *   EDGEMEM invocation <k> status=<s>          of N invocations in a row from the initial state (no reset between
- *                                             them: a stateful model carries its state), inputs from the files
- *                                             seq<k>_input<i>.bin; N is invocations.bin's 4 bytes, little-endian
+ *   EDGEMEM invocation <k> output <i> <hex>   built with -DEM_SEQUENCE (semihosting builds; device_run.run_sequence):
+ *   EDGEMEM invocation <k> status=<s>          after the report's own runs, N invocations in a row from the initial
+ *                                             state (no reset between them: a stateful model carries its state),
+ *                                             invocation k's inputs from the host files s<k>_<i>.bin, N from the
+ *                                             file invocations.bin (4 bytes, little-endian, N < 10^6)
  *   EDGEMEM end
  * or EDGEMEM error <what> / EDGEMEM fault <name> ... and a non-zero exit code.
  *
@@ -141,38 +142,13 @@ static void em_input_name(char *buf, uint32_t i)
     buf[k] = '\0';
 }
 
-/* "seq<k>_input<i>.bin": the inputs of invocation k of a sequence (em_run_sequence) */
-static void em_sequence_input_name(char *buf, uint32_t k, uint32_t i)
-{
-    char digits[10];
-    uint32_t n = 0;
-    uint32_t at = 3;
-    buf[0] = 's';
-    buf[1] = 'e';
-    buf[2] = 'q';
-    do {
-        digits[n++] = (char)('0' + k % 10u);
-        k /= 10u;
-    } while (k != 0u);
-    while (n != 0u) {
-        buf[at++] = digits[--n];
-    }
-    buf[at++] = '_';
-    em_input_name(&buf[at], i);
-}
-
-/* Every input from its host file: input<i>.bin, or with ``sequence`` invocation k's seq<k>_input<i>.bin. */
-static void em_read_inputs_named(uint32_t sequence, uint32_t k)
+static void em_read_inputs(void)
 {
     uint32_t i;
-    char name[40];
+    char name[24];
     for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
         int32_t rc;
-        if (sequence != 0u) {
-            em_sequence_input_name(name, k, i);
-        } else {
-            em_input_name(name, i);
-        }
+        em_input_name(name, i);
         rc = em_read_file(name, em_input_dst(i), edgemem_input_bytes(i));
         if (rc != 0) {
             em_puts("EDGEMEM error input ");
@@ -186,15 +162,54 @@ static void em_read_inputs_named(uint32_t sequence, uint32_t k)
         }
     }
 }
+#endif
 
-static void em_read_inputs(void)
+#if defined(EM_SEQUENCE) && !defined(EM_INPUTS_EMBEDDED)
+/* Only in a build for device_run.run_sequence: its code (and stack) stays out of every other firmware. */
+
+/* "s<k>_<i>.bin": input i of invocation k (k < 10^6, so the name fits 24 bytes). */
+static void em_sequence_input_name(char *buf, uint32_t k, uint32_t i)
 {
-    em_read_inputs_named(0u, 0u);
+    char digits[10];
+    uint32_t n = 0;
+    uint32_t at = 1;
+    uint32_t pass;
+    buf[0] = 's';
+    for (pass = 0; pass < 2u; pass++) {
+        uint32_t v = pass == 0u ? k : i;
+        do {
+            digits[n++] = (char)('0' + v % 10u);
+            v /= 10u;
+        } while (v != 0u);
+        while (n != 0u) {
+            buf[at++] = digits[--n];
+        }
+        buf[at++] = pass == 0u ? '_' : '.';
+    }
+    buf[at++] = 'b';
+    buf[at++] = 'i';
+    buf[at++] = 'n';
+    buf[at] = '\0';
 }
 
-/* With a host file invocations.bin (N, 4 bytes little-endian): N invocations in a row from the initial state, no
- * reset in between (a stateful model's state carries, as TFLM's interpreter invoked N times), each one's inputs
- * read from seq<k>_input<i>.bin and its outputs printed. Without the file: nothing. */
+static void em_sequence_inputs(uint32_t k)
+{
+    uint32_t i;
+    char name[24];
+    for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
+        em_sequence_input_name(name, k, i);
+        if (em_read_file(name, em_input_dst(i), edgemem_input_bytes(i)) != 0) {
+            em_puts("EDGEMEM error input cannot read ");
+            em_puts(name);
+            em_puts(" expected_bytes=");
+            em_put_u64(edgemem_input_bytes(i));
+            em_puts("\n");
+            em_exit(EM_EXIT_INPUT);
+        }
+    }
+}
+
+/* N invocations in a row from the initial state, as one TFLM interpreter invoked N times: each one's outputs. */
 static void em_run_sequence(void)
 {
     uint8_t count[4];
@@ -202,13 +217,18 @@ static void em_run_sequence(void)
     uint32_t k;
     uint32_t p;
     if (em_read_file("invocations.bin", count, 4u) != 0) {
-        return;
+        em_puts("EDGEMEM error input cannot read invocations.bin (a sequence build needs it)\n");
+        em_exit(EM_EXIT_INPUT);
     }
     n = (uint32_t)count[0] | ((uint32_t)count[1] << 8) | ((uint32_t)count[2] << 16) | ((uint32_t)count[3] << 24);
+    if (n >= 1000000u) {
+        em_puts("EDGEMEM error input invocations.bin asks for a million invocations or more\n");
+        em_exit(EM_EXIT_INPUT);
+    }
     edgemem_reset();
     for (k = 0; k < n; k++) {
         int32_t st;
-        em_read_inputs_named(1u, k);
+        em_sequence_inputs(k);
         st = em_run();
         for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
             em_puts("EDGEMEM invocation ");
@@ -488,7 +508,7 @@ int main(void)
     em_stat("ticks", ticks);
     em_stat("instructions", em_ticks_to_instructions(ticks));
     em_stat_i32("run_status", status);
-#if !defined(EM_INPUTS_EMBEDDED)
+#if defined(EM_SEQUENCE) && !defined(EM_INPUTS_EMBEDDED)
     em_run_sequence();
 #endif
     em_puts("EDGEMEM end\n");

@@ -51,7 +51,7 @@ def run_firmware(
 ) -> DeviceReport:
     """Run firmware.elf under QEMU with inputs[i] as the host file input<i>.bin; return the parsed report.
     ``sequence``: the inputs of N invocations in a row after the report's own runs (firmware/main.c: the files
-    invocations.bin and seq<k>_input<i>.bin), whose outputs are the report's ``invocations``.
+    invocations.bin and s<k>_<i>.bin), whose outputs are the report's ``invocations``.
 
     Raises DeviceError (with the device output) on timeout, fault, error line, missing report or non-zero
     exit; with check=False only a timeout raises and the report carries whatever the device printed."""
@@ -65,10 +65,12 @@ def run_firmware(
         for i, data in enumerate(inputs):
             (Path(tmp) / f"input{i}.bin").write_bytes(bytes(data))
         if sequence is not None:
+            if len(sequence) >= 1_000_000:
+                raise ValueError("a sequence of a million invocations or more")
             (Path(tmp) / "invocations.bin").write_bytes(len(sequence).to_bytes(4, "little"))
             for k, datas in enumerate(sequence):
                 for i, data in enumerate(datas):
-                    (Path(tmp) / f"seq{k}_input{i}.bin").write_bytes(bytes(data))
+                    (Path(tmp) / f"s{k}_{i}.bin").write_bytes(bytes(data))
         cmd = [qemu, *qemu_args(board), "-kernel", str(elf)]
         try:
             # stdout and stderr on separate pipes: QEMU makes its stdout non-blocking, and the semihosting console
