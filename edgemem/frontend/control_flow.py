@@ -603,10 +603,15 @@ def has_variables(model) -> bool:
     return any(_op_name(model, sg.Operators(i)) in _VARIABLE_OPS for i in range(sg.OperatorsLength()))
 
 
-def flatten_control_flow(model, buf: bytes, path) -> tuple[bytes, list[Variable]]:
-    """``buf`` (a model with several subgraphs, or resource variables) as a single-subgraph flatbuffer: subgraph 0
-    with every WHILE and IF expanded and every variable resolved (module docstring), and the variables kept
-    across invocations. Raises UnsupportedModelError for control flow decided at run time."""
+def flatten_control_flow(model, buf: bytes, path) -> bytes:
+    """``buf`` (a model with several subgraphs) as a single-subgraph flatbuffer: subgraph 0 with every WHILE
+    and IF expanded (module docstring). Raises UnsupportedModelError for control flow decided at run time."""
+    return flatten_with_variables(model, buf, path)[0]
+
+
+def flatten_with_variables(model, buf: bytes, path) -> tuple[bytes, list[Variable]]:
+    """``flatten_control_flow`` of a model with several subgraphs or resource variables, and the variables kept
+    across invocations (their kept values are the flatbuffer's last inputs and outputs)."""
     flattener = _Flattener(model, path)
     try:
         inputs, outputs = flattener.flatten()

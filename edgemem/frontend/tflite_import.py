@@ -146,10 +146,10 @@ def _parsed(buf: bytes, path: str):
 
 
 def _flattened(model, buf: bytes, path):
-    from .control_flow import flatten_control_flow
+    from .control_flow import flatten_with_variables
 
     try:
-        return flatten_control_flow(model, buf, Path(path).name)
+        return flatten_with_variables(model, buf, Path(path).name)
     except EdgememError:
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets in the other subgraphs
