@@ -205,3 +205,20 @@ def test_unsupported_variable_forms_are_refused(variant, message, tmp_path):
 def test_input_outside_is_refused_with_variables(tmp_path):
     with pytest.raises(UnsupportedModelError, match="--input outside"):
         build_for_host(_model("float32"), tmp_path, input_outside=True)
+
+
+def test_cli_run_invocations_compares_every_invocation(tmp_path):
+    """`edgemem run PROJECT --invocations 4 --json`: four invocations in a row under QEMU, each bit-exact with TFLM
+    invoked four times (int8); exit 0."""
+    import json
+
+    if shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None:
+        pytest.skip("no arm-none-eabi-gcc or qemu-system-arm")
+    project = tmp_path / "p"
+    pipeline.build(_model("int8"), "stm32f746", project, pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
+    cmd = [sys.executable, "-m", "edgemem.cli", "run", str(project), "--invocations", "4", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert [inv["invocation"] for inv in res["invocations"]] == [0, 1, 2, 3]
+    assert all(inv["bit_exact"] and inv["status"] == 0 for inv in res["invocations"]) and res["matches_reference"]
