@@ -148,10 +148,11 @@ def _call_once(init: int):
     return mm.OPTS.CallOnceOptions, fn
 
 
-def accumulator(initial: float | None = 1.5, computed_initial: bool = False) -> bytes:
+def accumulator(initial: float | None = 1.5, computed_initial: bool = False, wrong_size: bool = False) -> bytes:
     """y = x + acc; acc = y (a running sum kept in a variable). ``initial``: CALL_ONCE assigns it (None: no
     CALL_ONCE, the variable is read before anything initializes it); ``computed_initial``: the init subgraph
-    computes the initial value with an ADD instead of assigning a constant."""
+    computes the initial value with an ADD instead of assigning a constant; ``wrong_size``: the main subgraph
+    also assigns it a tensor of 2 elements (TFLM only DCHECKs the size and would copy 16 bytes out of 8)."""
     mb = mm.ModelBuilder(description="edgemem test: a running sum in a resource variable")
     x = mb.tensor("x", (1, 4), np.float32)
     if initial is not None:
@@ -170,6 +171,8 @@ def accumulator(initial: float | None = 1.5, computed_initial: bool = False) -> 
     y = mb.tensor("y", (1, 4), np.float32)
     mb.op(mm.OP.ADD, [x, acc], [y], *mm.add_options())
     mb.op(mm.OP.ASSIGN_VARIABLE, [handle, y], [])
+    if wrong_size:
+        mb.op(mm.OP.ASSIGN_VARIABLE, [handle, mb.const("short", np.zeros((1, 2), np.float32))], [])
     return mb.serialize([x], [y])
 
 
@@ -189,6 +192,7 @@ def test_handmade_accumulator_matches_tflm_on_the_host(tmp_path):
 @pytest.mark.parametrize("variant,message", [
     ({"initial": None}, "which no CALL_ONCE initializes"),
     ({"computed_initial": True}, "initial value at run time"),
+    ({"wrong_size": True}, "a tensor of another type or size than its initial value"),
 ])  # fmt: skip
 def test_unsupported_variable_forms_are_refused(variant, message, tmp_path):
     path = tmp_path / "acc.tflite"

@@ -333,6 +333,10 @@ class _Flattener:
             return
         if key not in self.initial:
             raise self.uninitialized(s, i, key)
+        origin = self.origin(value)
+        init = self.initial[key]
+        if origin is None or self.encoding(*origin)[:2] != self.encoding(s, -1, init)[:2]:
+            raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} assigns {self.var_label(key)} a tensor of another type or size than its initial value ({init.size} of {init.dtype}); edgemem keeps a variable of one type and size. Re-export the model.")
         self.current[key] = value
 
     def uninitialized(self, s: int, i: int, key) -> UnsupportedModelError:
@@ -368,7 +372,19 @@ class _Flattener:
         if dtype is None or np.dtype(dtype) != init.dtype or count != init.size:
             raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} reads {self.var_label(key)} as {count} elements of TFLite type {t.Type()}, but its initial value has {init.size} of {init.dtype}; edgemem keeps a variable of one type and size. Re-export the model.")
 
-    def encoding(self, s: int, t: int):
+    def origin(self, value) -> tuple[int, int] | None:
+        """The file tensor (subgraph, index) whose type, shape and quantization a value has."""
+        if isinstance(value, _Tensor):
+            src = self.graph.tensors[value.index]
+            return src.sg, src.tensor
+        return value.source if isinstance(value, _Known) else None
+
+    def encoding(self, s: int, t: int, array: np.ndarray | None = None):
+        """(TFLite type, elements, scales, zero points) of tensor ``t`` of subgraph ``s``; of ``array`` when given
+        (type and elements only)."""
+        if array is not None:
+            types = {np.dtype(v): k for k, v in _NP.items()}
+            return types.get(array.dtype), int(array.size), (), ()
         tensor = self.sg(s).Tensors(t)
         q = tensor.Quantization()
         scales = tuple(indices(q.ScaleAsNumpy())) if q is not None and q.ScaleLength() else ()
@@ -376,11 +392,7 @@ class _Flattener:
         return tensor.Type(), int(np.prod(indices(tensor.ShapeAsNumpy()), dtype=np.int64)), scales, zeros
 
     def check_same_encoding(self, s: int, i: int, key, out: int, value) -> None:
-        if isinstance(value, _Tensor):
-            src = self.graph.tensors[value.index]
-            origin = (src.sg, src.tensor)
-        else:
-            origin = value.source
+        origin = self.origin(value)
         if origin is None or self.encoding(*origin) != self.encoding(s, out):
             raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} reads {self.var_label(key)} after an ASSIGN_VARIABLE of a tensor of another type, size or quantization; TFLM would reinterpret its bytes, which edgemem does not reproduce. Re-export the model.")
 
