@@ -1,8 +1,8 @@
 """Resource variables (CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE): a streaming model keeps its state
 across invocations exactly as TFLite Micro does.
 
-The models are converter-made (tests/models/gen_streaming.py: a tf.Module with two tf.Variables, float32 and int8)
-or written here with the example's flatbuffer writer. The oracle is one TFLM interpreter invoked N times on the
+The models are converter-made (tests/models/gen_streaming.py: tf.Modules with tf.Variable state, a streaming
+FULLY_CONNECTED with a running sum and a streaming 1-D convolution, float32 and int8) or written here with the example's flatbuffer writer. The oracle is one TFLM interpreter invoked N times on the
 same inputs, never reset (reference.tflm_sequence_outputs); edgemem's build runs the same N invocations in a row,
 on the host (gcc -Werror, op_check.run_in_sequence) and under QEMU (the firmware's sequence mode,
 device_run.run_sequence). int8 outputs must be bit-exact, float ones within op_check.FLOAT_RTOL. On main these
@@ -31,12 +31,15 @@ import make_example_model as mm  # noqa: E402
 
 STREAMING = Path(__file__).resolve().parent / "models" / "streaming"
 KINDS = ("float32", "int8")
+MODELS = [f"{name}-{kind}" for name in ("stream-conv", "stream-conv1d") for kind in KINDS]
 RUNS = 6
-STATE_BYTES = {"float32": 4 * (4 + 8), "int8": 4 + 8}  # the running sum [1, 4] and the ring buffer [1, 2, 4]
+# stream-conv: the running sum [1, 4] and the ring buffer [1, 2, 4]; stream-conv1d: the ring buffer [1, 4, 8]
+STATE_BYTES = {"stream-conv-float32": (16, 32), "stream-conv-int8": (4, 8), "stream-conv1d-float32": (128,),
+               "stream-conv1d-int8": (32,)}  # fmt: skip
 
 
-def _model(kind: str) -> Path:
-    return STREAMING / f"stream-conv-{kind}.tflite"
+def _model(name: str) -> Path:
+    return STREAMING / f"{name}.tflite"
 
 
 def _sets(path: Path, n: int = RUNS) -> list[list[np.ndarray]]:
@@ -55,20 +58,20 @@ def test_the_converter_made_models_have_resource_variables():
 
     from edgemem.frontend.tflite_import import _op_name
 
-    for kind in KINDS:
-        buf = _model(kind).read_bytes()
+    for name in MODELS:
+        buf = _model(name).read_bytes()
         m = tflite.Model.GetRootAsModel(buf, 0)
         sg = m.Subgraphs(0)
         ops = {_op_name(m, sg.Operators(i)) for i in range(sg.OperatorsLength())}
-        assert {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"} <= ops, (kind, ops)
+        assert {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"} <= ops, (name, ops)
         assert m.SubgraphsLength() == 2  # main and CALL_ONCE's init
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_state_carries_across_invocations_on_the_host(kind, tmp_path):
+@pytest.mark.parametrize("name", MODELS)
+def test_state_carries_across_invocations_on_the_host(name, tmp_path):
     """RUNS invocations in a row of the host build = TFLM invoked RUNS times; after edgemem_reset() the first
     input gives the first output again (the variables are back at CALL_ONCE's initial values)."""
-    path = _model(kind)
+    path = _model(name)
     sets = _sets(path)
     want = tflm_sequence_outputs(path, sets)
     _assert_state_matters(path, sets, want)
@@ -78,16 +81,18 @@ def test_state_carries_across_invocations_on_the_host(kind, tmp_path):
     assert_outputs_match([again], want[0], "tflm", f"{path.name} after edgemem_reset")
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_state_bytes_are_reported_and_kept_outside_the_arena(kind, tmp_path):
-    path, project = build_for_host(_model(kind), tmp_path)
-    info = __import__("json").loads((project / "edgemem.json").read_text())
-    assert info["state_bytes"] == STATE_BYTES[kind]
-    assert sorted(v["bytes"] for v in info["variables"]) == sorted([STATE_BYTES[kind] // 3, 2 * STATE_BYTES[kind] // 3])
-    assert [t["name"] for t in info["inputs"]] == ["serving_default_x:0"]  # the kept values are not user inputs
-    assert len(info["outputs"]) == 1
+@pytest.mark.parametrize("name", MODELS)
+def test_state_bytes_are_reported_and_kept_outside_the_arena(name, tmp_path):
+    import json
+
+    path, project = build_for_host(_model(name), tmp_path)
+    info = json.loads((project / "edgemem.json").read_text())
+    assert info["state_bytes"] == sum(STATE_BYTES[name])
+    assert sorted(v["bytes"] for v in info["variables"]) == sorted(STATE_BYTES[name])
+    assert len(info["inputs"]) == 1 and len(info["outputs"]) == 1  # the kept values are not user inputs or outputs
     model_c = (project / "model.c").read_text()
-    assert model_c.count("static const") >= 2 and "em_var_1_reset" in model_c
+    for k in range(len(STATE_BYTES[name])):
+        assert f"em_var_{k}_reset" in model_c
 
 
 def test_state_carries_across_invocations_under_qemu(tmp_path):
@@ -95,14 +100,14 @@ def test_state_carries_across_invocations_under_qemu(tmp_path):
     times: bit-exact for int8, within 1e-5 for float32."""
     if shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None:
         pytest.skip("no arm-none-eabi-gcc or qemu-system-arm")
-    for kind in KINDS:
-        path = _model(kind)
-        project = tmp_path / kind
+    for name in MODELS:
+        path = _model(name)
+        project = tmp_path / name
         pipeline.build(path, "stm32f746", project, pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
         result = device_run.run_sequence(project, _sets(path))
         assert len(result["invocations"]) == RUNS
-        assert result["matches_reference"], [(i["max_abs_diff"], i["status"]) for i in result["invocations"]]
-        if kind == "int8":
+        assert result["matches_reference"], (name, [(i["max_abs_diff"], i["status"]) for i in result["invocations"]])
+        if name.endswith("int8"):
             assert all(i["bit_exact"] for i in result["invocations"])
 
 
@@ -148,11 +153,13 @@ def _call_once(init: int):
     return mm.OPTS.CallOnceOptions, fn
 
 
-def accumulator(initial: float | None = 1.5, computed_initial: bool = False, wrong_size: bool = False) -> bytes:
+def accumulator(initial: float | None = 1.5, computed_initial: bool = False, wrong_size: bool = False,
+                read_only: bool = False) -> bytes:
     """y = x + acc; acc = y (a running sum kept in a variable). ``initial``: CALL_ONCE assigns it (None: no
     CALL_ONCE, the variable is read before anything initializes it); ``computed_initial``: the init subgraph
     computes the initial value with an ADD instead of assigning a constant; ``wrong_size``: the main subgraph
-    also assigns it a tensor of 2 elements (TFLM only DCHECKs the size and would copy 16 bytes out of 8)."""
+    also assigns it a tensor of 2 elements (TFLM only DCHECKs the size and would copy 16 bytes out of 8);
+    ``read_only``: a second variable, an offset CALL_ONCE sets to 0.25 and nothing assigns again, is added too."""
     mb = mm.ModelBuilder(description="edgemem test: a running sum in a resource variable")
     x = mb.tensor("x", (1, 4), np.float32)
     if initial is not None:
@@ -164,25 +171,41 @@ def accumulator(initial: float | None = 1.5, computed_initial: bool = False, wro
             init.op(mm.OP.ADD, [value, value], [summed], *mm.add_options())
             value = summed
         init.op(mm.OP.ASSIGN_VARIABLE, [handle, value], [])
+        if read_only:
+            init.op(mm.OP.ASSIGN_VARIABLE, [_var_handle(init, "offset"), init.const("offset_initial", np.full((1, 4), 0.25, np.float32))], [])
         mb.op(mm.OP.CALL_ONCE, [], [], *_call_once(1))
     handle = _var_handle(mb, "acc")
     acc = mb.tensor("acc", (1, 4), np.float32)
     mb.op(mm.OP.READ_VARIABLE, [handle], [acc])
+    if read_only:
+        offset = mb.tensor("offset", (1, 4), np.float32)
+        mb.op(mm.OP.READ_VARIABLE, [_var_handle(mb, "offset")], [offset])
+        shifted = mb.tensor("x_shifted", (1, 4), np.float32)
+        mb.op(mm.OP.ADD, [x, offset], [shifted], *mm.add_options())
+        x_in, x = x, shifted
     y = mb.tensor("y", (1, 4), np.float32)
     mb.op(mm.OP.ADD, [x, acc], [y], *mm.add_options())
     mb.op(mm.OP.ASSIGN_VARIABLE, [handle, y], [])
     if wrong_size:
         mb.op(mm.OP.ASSIGN_VARIABLE, [handle, mb.const("short", np.zeros((1, 2), np.float32))], [])
-    return mb.serialize([x], [y])
+    return mb.serialize([x_in if read_only else x], [y])
 
 
-def test_handmade_accumulator_matches_tflm_on_the_host(tmp_path):
-    """A running sum: every invocation's output is the sum of all inputs so far plus the initial value."""
+@pytest.mark.parametrize("read_only", [False, True])
+def test_handmade_accumulator_matches_tflm_on_the_host(read_only, tmp_path):
+    """A running sum: every invocation's output is the sum of all inputs so far plus the initial value. With a
+    read-only variable (``read_only``): it becomes a constant in flash, not state."""
+    import json
+
     path = tmp_path / "acc.tflite"
-    path.write_bytes(accumulator())
+    path.write_bytes(accumulator(read_only=read_only))
     sets = _sets(path, 4)
     want = tflm_sequence_outputs(path, sets)
-    np.testing.assert_allclose(want[-1][0], 1.5 + sum(xs[0] for xs in sets), rtol=1e-5)  # the oracle runs it as meant
+    offset = 0.25 * len(sets) if read_only else 0.0
+    np.testing.assert_allclose(want[-1][0], 1.5 + offset + sum(xs[0] for xs in sets), rtol=1e-5)  # the oracle runs it as meant
+    info = json.loads((build_for_host(path, tmp_path / "info")[1] / "edgemem.json").read_text())
+    assert [v["name"] for v in info["variables"]] == ["acc"] and info["state_bytes"] == 16
+    assert info["weights_bytes"] == (16 if read_only else 0)
     got, again = run_in_sequence(path, tmp_path / "build", [xs[0] for xs in sets])
     for k, (g, w) in enumerate(zip(got, want)):
         assert_outputs_match([g], w, "tflm", f"invocation {k}")
@@ -206,9 +229,22 @@ def test_unsupported_variable_forms_are_refused(variant, message, tmp_path):
     assert not (tmp_path / "cli").exists()
 
 
+def test_converter_made_uninitialized_variables_are_refused(tmp_path):
+    """Keras layers inside a tf.Module: the converter makes their weights variables its CALL_ONCE never initializes
+    (TFLM reads memory nothing wrote: NaN); edgemem refuses the model (exit 4), naming the operator and the variable."""
+    path = _model("stream-keras-uninitialized-float32")
+    assert np.isnan(tflm_outputs(path, seeded_inputs(path, 0))[0]).all()  # why it is refused, not a hypothesis
+    cmd = [sys.executable, "-m", "edgemem.cli", "build", "--board", "stm32f746", str(path), "-o", str(tmp_path / "cli")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    message = " ".join(proc.stderr.split())
+    assert proc.returncode == 4, proc.stderr
+    assert "READ_VARIABLE" in message and "'conv1d/kernel'" in message and "which no CALL_ONCE initializes" in message
+    assert "Traceback" not in proc.stderr and not (tmp_path / "cli").exists()
+
+
 def test_input_outside_is_refused_with_variables(tmp_path):
     with pytest.raises(UnsupportedModelError, match="--input outside"):
-        build_for_host(_model("float32"), tmp_path, input_outside=True)
+        build_for_host(_model("stream-conv-float32"), tmp_path, input_outside=True)
 
 
 def test_cli_run_invocations_compares_every_invocation(tmp_path):
@@ -219,7 +255,7 @@ def test_cli_run_invocations_compares_every_invocation(tmp_path):
     if shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None:
         pytest.skip("no arm-none-eabi-gcc or qemu-system-arm")
     project = tmp_path / "p"
-    pipeline.build(_model("int8"), "stm32f746", project, pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
+    pipeline.build(_model("stream-conv-int8"), "stm32f746", project, pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5))
     cmd = [sys.executable, "-m", "edgemem.cli", "run", str(project), "--invocations", "4", "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

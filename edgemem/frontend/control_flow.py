@@ -135,6 +135,7 @@ class _Flattener:
         self.kept_inputs: dict[tuple[str, str], int] = {}  # variable -> new tensor of the value kept from the last run
         self.called_once: set[int] = set()  # init subgraphs already run
         self.init_depth = 0  # > 0 while a CALL_ONCE's init subgraph runs (evaluated at build time)
+        self.assigned = self.assigned_variables()  # None: any may be (a resource not from a VAR_HANDLE)
 
     # ------------------------------------------------------------ reading the file
 
@@ -309,7 +310,7 @@ class _Flattener:
             opts = builtin_options(op, tflite.VarHandleOptions)
             if opts is None or not opts.SharedName():
                 raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} names no variable (no VarHandleOptions.shared_name). Re-export the model.")
-            return [_Resource(((opts.Container() or b"").decode(errors="replace"), opts.SharedName().decode(errors="replace")))]
+            return [_Resource(self.handle_key(opts))]
         handle = values[0] if values else None
         if not isinstance(handle, _Resource):
             raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} does not take a VAR_HANDLE's result as its resource; edgemem follows a variable only from the VAR_HANDLE of the same subgraph, as TensorFlow's converter writes it.")
@@ -319,6 +320,42 @@ class _Flattener:
         if len(outs) != 1 or outs[0] < 0:
             raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} has {len(outs)} outputs; READ_VARIABLE has one. Re-export the model.")
         return [self.read(s, i, handle.key, outs[0], tag)]
+
+    def assigned_variables(self) -> set | None:
+        """The variables an ASSIGN_VARIABLE outside every CALL_ONCE init subgraph writes, or None if that cannot be
+        told (an ASSIGN_VARIABLE whose resource no VAR_HANDLE of its subgraph makes). The others keep their initial
+        value for ever: a READ_VARIABLE of one is a constant (e.g. Keras layer weights the converter made variables)."""
+        import tflite
+
+        names = {}  # subgraph -> operator names
+        inits = set()
+        for s in range(self.model.SubgraphsLength()):
+            sg = self.sg(s)
+            names[s] = [self.op_name(self.model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
+            for i, name in enumerate(names[s]):
+                opts = builtin_options(sg.Operators(i), tflite.CallOnceOptions) if name == "CALL_ONCE" else None
+                if opts is not None:
+                    inits.add(opts.InitSubgraphIndex())
+        assigned = set()
+        for s in set(names) - inits:
+            sg = self.sg(s)
+            handles = {}
+            for i, name in enumerate(names[s]):
+                op = sg.Operators(i)
+                if name == "VAR_HANDLE" and op.OutputsLength() == 1:
+                    opts = builtin_options(op, tflite.VarHandleOptions)
+                    if opts is not None and opts.SharedName():
+                        handles[int(op.Outputs(0))] = self.handle_key(opts)
+                elif name == "ASSIGN_VARIABLE":
+                    key = handles.get(int(op.Inputs(0))) if op.InputsLength() else None
+                    if key is None:
+                        return None
+                    assigned.add(key)
+        return assigned
+
+    @staticmethod
+    def handle_key(opts) -> tuple[str, str]:
+        return (opts.Container() or b"").decode(errors="replace"), opts.SharedName().decode(errors="replace")
 
     def var_label(self, key) -> str:
         return f"variable '{key[1]}'"
@@ -341,10 +378,11 @@ class _Flattener:
 
     def uninitialized(self, s: int, i: int, key) -> UnsupportedModelError:
         return UnsupportedModelError(
-            f"{self.path}: {self.op_label(s, i)} uses {self.var_label(key)}, which no CALL_ONCE initializes before it. "
-            "edgemem keeps a variable across invocations from the initial value a CALL_ONCE init subgraph assigns (as "
-            "TensorFlow's converter writes a tf.Variable with experimental_enable_resource_variables); TFLM would leave "
-            "it unallocated or at its zero point. Re-export the model with TensorFlow's converter."
+            f"{self.path}: {self.op_label(s, i)} uses {self.var_label(key)}, which no CALL_ONCE initializes before it: "
+            "TFLM would read a variable nothing wrote (its zero point, or memory never initialized: TensorFlow's converter "
+            "leaves the weights of Keras layers inside a tf.Module so, and TFLM then outputs NaN). edgemem keeps a variable "
+            "from the initial value a CALL_ONCE init subgraph assigns. Re-export the model so that every variable it reads "
+            "is initialized (a tf.Variable of the tf.Module itself, or constant weights)."
         )
 
     def read(self, s: int, i: int, key, out: int, tag: str):
@@ -355,6 +393,8 @@ class _Flattener:
         if key not in self.initial:
             raise self.uninitialized(s, i, key)
         self.check_layout(s, i, key, out)
+        if self.assigned is not None and key not in self.assigned:  # never written after CALL_ONCE: a constant
+            return _Known(self.initial[key].reshape(indices(self.sg(s).Tensors(out).ShapeAsNumpy())))
         if key in self.current:  # read after an assignment of this invocation: the assigned tensor's bytes
             value = self.current[key]
             self.check_same_encoding(s, i, key, out, value)
