@@ -31,11 +31,11 @@ import make_example_model as mm  # noqa: E402
 
 STREAMING = Path(__file__).resolve().parent / "models" / "streaming"
 KINDS = ("float32", "int8")
-MODELS = [f"{name}-{kind}" for name in ("stream-conv", "stream-conv1d") for kind in KINDS]
+MODELS = [f"{name}-{kind}" for name in ("stream-conv", "stream-conv1d") for kind in KINDS] + ["stream-conv-iofloat-int8"]
 RUNS = 6
 # stream-conv: the running sum [1, 4] and the ring buffer [1, 2, 4]; stream-conv1d: the ring buffer [1, 4, 8]
-STATE_BYTES = {"stream-conv-float32": (16, 32), "stream-conv-int8": (4, 8), "stream-conv1d-float32": (128,),
-               "stream-conv1d-int8": (32,)}  # fmt: skip
+STATE_BYTES = {"stream-conv-float32": (16, 32), "stream-conv-int8": (4, 8), "stream-conv-iofloat-int8": (4, 8),
+               "stream-conv1d-float32": (128,), "stream-conv1d-int8": (32,)}  # fmt: skip
 
 
 def _model(name: str) -> Path:

@@ -15,9 +15,9 @@ CALL_ONCE). `stream-keras-uninitialized` (float32 only): the same with Keras lay
 weights the converter makes variables that its CALL_ONCE never initializes (TFLM outputs NaN): a model edgemem
 must refuse.
 
-Writes tests/models/streaming/<name>-<float32|int8>.tflite: float32, and full-integer int8 (int8 edges, the
-variables quantized too: the converter's `_experimental_variable_quantization`) with a seeded representative
-dataset. A run writes the same bytes every time."""
+Writes tests/models/streaming/<name>-<float32|int8|iofloat-int8>.tflite: float32, and full-integer int8 (int8 edges,
+or float edges for `stream-conv` (iofloat-int8); the variables quantized too: the converter's
+`_experimental_variable_quantization`) with a seeded representative dataset. A run writes the same bytes every time."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class StreamingKerasLayers(tf.Module):
 
 MODULES = {"stream-conv": (StreamingConv, (FRAME,)), "stream-conv1d": (StreamingConv1D, (1, 8)),
            "stream-keras-uninitialized": (StreamingKerasLayers, (1, 8))}
-KINDS = {"stream-keras-uninitialized": ("float32",)}  # default: float32 and int8
+KINDS = {"stream-keras-uninitialized": ("float32",), "stream-conv": ("float32", "int8", "iofloat-int8")}  # default: float32, int8
 
 
 def convert(name: str, kind: str) -> bytes:
@@ -110,12 +110,13 @@ def convert(name: str, kind: str) -> bytes:
     module = factory()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([module.__call__.get_concrete_function()], module)
     converter.experimental_enable_resource_variables = True
-    if kind == "int8":
+    if kind in ("int8", "iofloat-int8"):
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = representative([input_shape], seed=1)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
+        if kind == "int8":  # else float edges: QUANTIZE and DEQUANTIZE around the int8 model
+            converter.inference_input_type = tf.int8
+            converter.inference_output_type = tf.int8
         converter._experimental_variable_quantization = True  # noqa: SLF001  (else the variables stay float)
     return converter.convert()
 
