@@ -666,7 +666,8 @@ def validate(
 
 def _print_validation(report: dict) -> None:
     t = Table("seed", "bit-exact", "max |diff|", "matches", "instructions",
-              title=_text(f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) vs TFLite Micro"))  # fmt: skip
+              title=_text(f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) "
+                         f"{'vs LiteRT (TFLM cannot run it)' if report.get('oracle') == 'litert' else 'vs TFLite Micro'}"))  # fmt: skip
     for r in report["runs"]:
         t.add_row(str(r["seed"]), "yes" if r["bit_exact"] else "[red]no[/]", str(r["max_abs_diff"]),
                   "yes" if r["matches_reference"] else "[red]no[/]", f"{r['instructions']:,}" if r["instructions"] else "-")  # fmt: skip

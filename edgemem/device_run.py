@@ -50,20 +50,40 @@ def device_arrays(raw_outputs: list[bytes], specs: list[TensorSpec]) -> list:
     return [np.frombuffer(raw, dtype=spec.dtype).reshape(spec.shape) for raw, spec in zip(raw_outputs, specs)]
 
 
-def compare(outputs: list, reference: list | None, specs: list[TensorSpec], oracle: str | None = "tflm") -> dict:
+def dequantized_steps(model_path) -> list[float | None]:
+    """Per model output: the scale of the int8 tensor a DEQUANTIZE operator made it from, else None."""
+    from .frontend.footprint import indices
+    from .frontend.tflite_import import inspect_tflite
+
+    model, op_names, _, _ = inspect_tflite(model_path)
+    sg = model.Subgraphs(0)
+    producer = {t: i for i in range(sg.OperatorsLength()) for t in indices(sg.Operators(i).OutputsAsNumpy())}
+    steps = []
+    for t in indices(sg.OutputsAsNumpy()):
+        i = producer.get(t)
+        q = sg.Tensors(int(sg.Operators(i).Inputs(0))).Quantization() if i is not None and op_names[i] == "DEQUANTIZE" else None
+        steps.append(float(q.ScaleAsNumpy()[0]) if q is not None and q.ScaleLength() == 1 else None)
+    return steps
+
+
+def compare(outputs: list, reference: list | None, specs: list[TensorSpec], oracle: str | None = "tflm",
+            steps: list[float | None] | None = None) -> dict:
     """bit_exact, max_abs_diff and matches_reference (within the tolerated steps) of the device's outputs;
-    all three None when there is no reference."""
+    all three None when there is no reference. ``steps``: per output, the scale of the int8 tensor a DEQUANTIZE
+    made it from (dequantized_steps), for LiteRT's two steps on such float outputs."""
     import numpy as np
 
     if reference is None:
         return {"bit_exact": None, "max_abs_diff": None, "matches_reference": None}
     diffs, tolerated = [], True
-    for out, ref, spec in zip(outputs, reference, specs):
+    for out, ref, spec, step in zip(outputs, reference, specs, steps or [None] * len(outputs)):
         d = int(np.max(np.abs(out.astype(np.int64) - np.asarray(ref).astype(np.int64)))) if out.size else 0
         if np.issubdtype(out.dtype, np.floating):
-            d = float(np.max(np.abs(out.astype(np.float64) - np.asarray(ref, np.float64))))
+            d = float(np.max(np.abs(out.astype(np.float64) - np.asarray(ref, np.float64)))) if out.size else 0.0
         diffs.append(d)
-        if np.issubdtype(out.dtype, np.floating):  # float sums may round differently: 1e-5 relative
+        if np.issubdtype(out.dtype, np.floating) and oracle != "tflm" and step is not None:
+            allowed = (2 + 1e-3) * step  # LiteRT's int8 steps (below), made floats: its DEQUANTIZE's scale each
+        elif np.issubdtype(out.dtype, np.floating):  # float sums may round differently: 1e-5 relative
             allowed = 1e-5 * max(1.0, float(np.max(np.abs(np.asarray(ref, np.float64)), initial=0.0)))
         else:
             # LiteRT (where TFLM cannot run the model) rounds some operators a step away from TFLM, e.g. per-channel
@@ -127,7 +147,8 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
 def judge(info: BuildInfo, inputs: list, outputs: list) -> dict:
     """The oracle's verdict on the device's outputs for these inputs: ``oracle`` and ``compare``'s figures."""
     reference, oracle = reference_outputs(info.model, inputs)
-    return {"oracle": oracle, **compare(outputs, reference, info.outputs, oracle)}
+    steps = dequantized_steps(info.model) if reference is not None and oracle != "tflm" else None
+    return {"oracle": oracle, **compare(outputs, reference, info.outputs, oracle, steps)}
 
 
 def run_sequence(out_dir: str | Path, input_sets: list, *, timeout_s: float = 120.0) -> dict:

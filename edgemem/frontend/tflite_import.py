@@ -274,6 +274,16 @@ def _normalize_quant_axis(wrapper) -> None:
         q["axis"] = 0
 
 
+def _empty_quantization(subgraph, index: int) -> bool:
+    """A quantization table without scales: TFLite (and TFLM) read it as no quantization. Converters write one on
+    the int32 paddings of a channel PAD or the axes of a MEAN (MediaPipe's palm and hand models); TVM's importer
+    takes its empty scale vector for per-axis scales and indexes it."""
+    if index < 0:
+        return False
+    q = subgraph.Tensors(index).Quantization()
+    return q is not None and q.ScaleLength() == 0
+
+
 def _converter_class():
     """TVM's OperatorConverter, widened where TFLite semantics need it."""
     import tvm
@@ -319,6 +329,15 @@ def _converter_class():
             if 0 in shape and not tensor_wrapper.buffer.DataLength():  # no elements, no data (a RESHAPE to [])
                 return np.zeros(shape, self.get_tensor_type_as_numpy(tensor_wrapper))
             return super().get_tensor_value(tensor_wrapper, is_sparse)
+
+        def get_expr(self, input_tensor_idx):
+            # TVM's converters read an activation input as an expression; one whose producer was folded has none
+            # (its value is a constant now): answered with the constant, not a KeyError. Not recorded in the
+            # table, whose entries mean "computed at run time" to has_expr.
+            if not self.has_expr(input_tensor_idx) and int(input_tensor_idx) in self.folded_values:
+                value = self.folded_values[int(input_tensor_idx)]
+                return relax.const(value, str(value.dtype))
+            return super().get_expr(input_tensor_idx)
 
         def is_folded(self, tensor_wrapper) -> bool:
             return tensor_wrapper.tensor_idx in self.folded_values
@@ -378,10 +397,16 @@ def _converter_class():
             return super().get_op_code_str(op)
 
         def get_tensors(self, tensors_idx_list):
-            wrappers = super().get_tensors(tensors_idx_list)
+            wrappers = [self._tensor(t) for t in indices(tensors_idx_list)]
             for t in wrappers:
                 _normalize_quant_axis(t)
             return wrappers
+
+        def _tensor(self, index):
+            if not _empty_quantization(self.subgraph, index):
+                return super().get_tensors([index])[0]
+            tensor = self.subgraph.Tensors(index)
+            return tf.TensorWrapper(index, tensor, self.model.Buffers(tensor.Buffer()), None)
 
         island_starts: list = []  # the float vars of DEQUANTIZE operators of int8 activations, last import
 
@@ -389,8 +414,10 @@ def _converter_class():
             # A DEQUANTIZE operator of an int8 activation starts a float island (float operators, then a
             # QUANTIZE): named in main's attrs so that integerize runs those operators in float, as TFLM does,
             # rather than taking them for an int8 operator's dequantize -> op -> quantize form.
-            out = super().convert_dequantize(op)
             src = self.get_input_tensors(op)[0]
+            if self.is_folded(src):  # its input was evaluated at import (fold.py): a constant, not an expression
+                return self.dequantize(self.get_tensor_expr(src), src)
+            out = super().convert_dequantize(op)
             constant = src.buffer is not None and not isinstance(src.buffer, int) and src.buffer.DataLength() > 0
             if src.tensor.Type() == 9 and not constant:
                 out = self.bb.emit(out)
