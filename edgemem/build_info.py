@@ -64,7 +64,8 @@ class BuildInfo:
     planner: str = ""  # the placement that won
     planners_tried: dict[str, int] = field(default_factory=dict)
     weights_bytes: int = 0
-    state_bytes: int = 0  # kept across runs (.data), outside the arena
+    state_bytes: int = 0  # kept across runs (.data), outside the arena: recurrent state and resource variables
+    variables: list[dict] = field(default_factory=list)  # the resource variables (name, shape, dtype, bytes)
     stack_reserved_bytes: int = 0
     stack_estimate_bytes: int = 0
     board_ram_bytes: int = 0
@@ -196,7 +197,9 @@ def collect_build_info(model, board, graph, schedule, plan, sizes, schedulers: d
         planner=plan.algorithm, planners_tried=dict(plan.tried),
         arena_bytes=plan.total_bytes, arena_pools=dict(plan.pool_sizes), lower_bound_bytes=plan.lower_bound,
         weights_bytes=sum(t.nbytes for t in graph.constants()),
-        state_bytes=sum(t.nbytes for t in graph.states()),
+        state_bytes=sum(t.nbytes for t in graph.states()) + sum(v.initial.nbytes for v in getattr(model, "variables", ())),
+        variables=[{"name": v.name, "shape": list(v.initial.shape), "dtype": str(v.initial.dtype), "bytes": int(v.initial.nbytes)}
+                   for v in getattr(model, "variables", ())],
         stack_reserved_bytes=sizes.stack_bytes if sizes is not None else board.stack_size,
         stack_estimate_bytes=stack_estimate,
         board_ram_bytes=board.ram_bytes, board_flash_bytes=board.flash_bytes,

@@ -295,7 +295,27 @@ def _print_run(res: dict) -> None:
     t.add_row("total RAM used", f"{res['total_ram_bytes']:,} B")
     t.add_row("instructions per inference", f"{res['instructions']:,}")
     t.add_row(*_oracle_verdict(res))
+    if "invocations" in res:
+        runs = res["invocations"]
+        same = sum(bool(inv["matches_reference"]) and inv["status"] == 0 for inv in runs)
+        exact = sum(bool(inv["bit_exact"]) for inv in runs)
+        t.add_row(f"{len(runs)} invocations in a row", f"{same} match TFLite Micro invoked {len(runs)} times ({exact} bit-exact)")
     out.print(t)
+
+
+def _run_invocations(project: Path, info, res: dict, inputs, seed: int, n: int) -> dict:
+    """``edgemem run --invocations N``: the sequence's verdicts next to the single run's (device_run.run_sequence);
+    the run matches only if every invocation does."""
+    from .device_run import run_sequence
+    from .reference import seeded_inputs
+
+    sets = [inputs] * n if inputs is not None else [seeded_inputs(info.model, seed + k) for k in range(n)]
+    seq = run_sequence(project, sets)
+    res["invocations"] = [{k: v for k, v in inv.items() if k != "output_arrays"} for inv in seq["invocations"]]
+    if not seq["matches_reference"]:
+        res["matches_reference"] = False
+        res["max_abs_diff"] = max(inv["max_abs_diff"] for inv in seq["invocations"])
+    return res
 
 
 def _oracle_verdict(res: dict) -> tuple[str, str]:
@@ -455,6 +475,7 @@ def run(
     save_output: list[Path] = typer.Option([], "--save-output", help="Save the device's output as .npy (once per output)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random input used when no --input is given."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
+    invocations: int = typer.Option(1, "--invocations", min=1, max=10_000, help="Also run N invocations in a row, no reset in between (a stateful model's state carries), on seeds SEED..SEED+N-1 (or the --input N times), each compared with one TFLite Micro interpreter invoked N times."),
 ) -> None:
     """Run a built firmware under QEMU with the board's RAM enforced; compare with TFLite Micro."""
     import numpy as np
@@ -466,6 +487,8 @@ def run(
     if inputs is not None and len(inputs) != len(info.inputs):
         raise EdgememError(f"the model has {len(info.inputs)} input(s) but {len(inputs)} --input file(s) were given.")
     res = run_on_device(project, inputs, seed=seed)
+    if invocations > 1:
+        res = _run_invocations(project, info, res, inputs, seed, invocations)
     for path, arr in zip(save_output, res["output_arrays"]):
         np.save(path, arr)
     _finish(res, as_json, lambda: _print_run(res), _verdict_error(res, profiled=False))
@@ -765,7 +788,8 @@ class _Progress:
 
 def _print_validation(report: dict) -> None:
     t = Table("seed", "bit-exact", "max |diff|", "matches", "instructions",
-              title=_text(f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) vs TFLite Micro"))  # fmt: skip
+              title=_text(f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) "
+                         f"{'vs LiteRT (TFLM cannot run it)' if report.get('oracle') == 'litert' else 'vs TFLite Micro'}"))  # fmt: skip
     for r in report["runs"]:
         t.add_row(str(r["seed"]), "yes" if r["bit_exact"] else "[red]no[/]", str(r["max_abs_diff"]),
                   "yes" if r["matches_reference"] else "[red]no[/]", f"{r['instructions']:,}" if r["instructions"] else "-")  # fmt: skip

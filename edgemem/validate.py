@@ -66,7 +66,8 @@ def _one_run(run_one: Runner, project: Path, info: BuildInfo, seed: int) -> dict
             "pip install 'edgemem[reference]' (PyPI package tflite-micro)."
         )
     return {"seed": seed, "bit_exact": res["bit_exact"], "max_abs_diff": res["max_abs_diff"],
-            "matches_reference": res["matches_reference"], "instructions": res.get("instructions")}  # fmt: skip
+            "matches_reference": res["matches_reference"], "instructions": res.get("instructions"),
+            "oracle": res.get("oracle") or "tflm"}  # fmt: skip
 
 
 def summarize(model: str, board: str, runs: list[dict], *, device: str, require_bit_exact: bool = False) -> dict:
@@ -83,6 +84,7 @@ def summarize(model: str, board: str, runs: list[dict], *, device: str, require_
         "matching_count": matching,  # bit-exact or within the tolerated LSB
         "max_abs_diff": max((r["max_abs_diff"] for r in runs), default=0),
         "require_bit_exact": require_bit_exact,
+        "oracle": "litert" if any(r.get("oracle", "tflm") != "tflm" for r in runs) else "tflm",  # LiteRT: TFLM cannot run it
         "all_match": needed == len(runs),
         "runs": runs,
     }
@@ -93,10 +95,11 @@ def mismatch_message(report: dict) -> str:
     key = "bit_exact" if report["require_bit_exact"] else "matches_reference"
     bad = [r["seed"] for r in report["runs"] if not r[key]]
     what = "bit-exact" if report["require_bit_exact"] else "matching the reference"
+    oracle = "LiteRT (TFLite Micro cannot run the model)" if report.get("oracle") == "litert" else "TFLite Micro"
     return (
         f"{len(bad)} of {report['count']} runs of {Path(report['model']).name} on {report['board']} ({report['device']}) "
         f"are not {what} (seeds {', '.join(map(str, bad))}; max |diff| {report['max_abs_diff']}). The firmware computes "
-        "something different from TFLite Micro: rebuild the project from the model (`edgemem build --force`) and, if it "
+        f"something different from {oracle}: rebuild the project from the model (`edgemem build --force`) and, if it "
         "persists, report it with the model and `edgemem run --seed S --json` of a failing seed."
     )
 
