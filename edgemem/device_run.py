@@ -1,6 +1,7 @@
 """Running a build on the device and judging its outputs against the oracle (`edgemem run`).
 
     run(out_dir, inputs)      the firmware under QEMU, its measured figures and the comparison
+    run_sequence(out_dir, sets)  N invocations in a row (a stateful model's state carries) vs TFLM invoked N times
     reference_outputs(...)    the oracle's outputs for the same inputs (TFLite Micro, else LiteRT)
     compare(...)              what counts as a match, in one place (run, profile and validate use it)
 """
@@ -148,3 +149,41 @@ def judge(info: BuildInfo, inputs: list, outputs: list) -> dict:
     reference, oracle = reference_outputs(info.model, inputs)
     steps = dequantized_steps(info.model) if reference is not None and oracle != "tflm" else None
     return {"oracle": oracle, **compare(outputs, reference, info.outputs, oracle, steps)}
+
+
+def run_sequence(out_dir: str | Path, input_sets: list, *, timeout_s: float = 120.0) -> dict:
+    """The build's firmware under QEMU invoked once per set of inputs, in a row from the initial state (no reset in
+    between), against one TFLite Micro interpreter invoked on the same sets in the same order: a stateful model
+    (resource variables, LSTM state) must match at every invocation. The firmware is rebuilt with -DEM_SEQUENCE
+    (firmware/main.c's sequence mode, kept out of other builds so that it costs them no stack) in a temporary
+    copy of the project; the project itself is not touched. Returns ``invocations`` (each one's ``compare``
+    figures and ``output_arrays``) and ``matches_reference`` (all of them)."""
+    import shutil
+    import tempfile
+
+    import numpy as np
+
+    from .reference import reference_sequence_outputs
+    from .target.qemu import run_firmware
+    from .target.toolchain import build_firmware
+
+    info = load_build_info(out_dir)
+    if info.is_profiling:
+        raise EdgememError(f"'{out_dir}' is a profiling build: its inputs are built into it. Rebuild without --profile.")
+    board = build_board(info, out_dir)
+    sets = [[checked_input(np.asarray(x), spec, i) for i, (x, spec) in enumerate(zip(xs, info.inputs))] for xs in input_sets]
+    with tempfile.TemporaryDirectory(prefix="edgemem-sequence-") as tmp:
+        project = Path(tmp) / "project"
+        shutil.copytree(out_dir, project, symlinks=True)
+        build_firmware(project, board, extra_cflags=["-DEM_SEQUENCE"])
+        report = run_firmware(project / "firmware.elf", board, [x.tobytes() for x in sets[0]], timeout_s,
+                              sequence=[[x.tobytes() for x in xs] for xs in sets])  # fmt: skip
+    check_report(report, expected_report(info), f"QEMU ({board.name})")
+    wanted = reference_sequence_outputs(info.model, sets)
+    invocations = []
+    for k, (raw, want) in enumerate(zip(report.invocations, wanted)):
+        outputs = device_arrays(raw, info.outputs)
+        invocations.append({"invocation": k, "status": report.invocation_status[k],
+                            **compare(outputs, want, info.outputs, "tflm"), "output_arrays": outputs})  # fmt: skip
+    ok = all(inv["matches_reference"] and inv["status"] == 0 for inv in invocations) and len(invocations) == len(sets)
+    return {"model": info.model, "board": info.board, "invocations": invocations, "matches_reference": ok}

@@ -30,11 +30,13 @@ class MismatchError(DeviceError):
 
 
 def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port: str | None = None,
-             require_bit_exact: bool = False, timeout_s: float = 120.0) -> dict:  # fmt: skip
+             require_bit_exact: bool = False, timeout_s: float = 120.0,
+             progress: Callable[[dict], None] | None = None) -> dict:  # fmt: skip
     """Run `count` seeded inputs on the device and compare each with TFLite Micro; returns the report.
 
     The report's `all_match` is False when some run does not match (or, with require_bit_exact, is not
-    bit-exact); the caller decides what to do with that (the CLI exits with MismatchError.exit_code)."""
+    bit-exact); the caller decides what to do with that (the CLI exits with MismatchError.exit_code).
+    ``progress``, if given, is called with each run's row (the report's "runs" entry) as soon as it is known."""
     project = Path(project)
     if count < 1:
         raise EdgememError(f"--count must be at least 1, got {count}.")
@@ -45,6 +47,8 @@ def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port:
     try:
         for seed in range(first_seed, first_seed + count):
             runs.append(_one_run(run_one, project, info, seed))
+            if progress is not None:
+                progress(runs[-1])
     finally:
         if hasattr(run_one, "close"):
             run_one.close()

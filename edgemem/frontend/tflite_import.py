@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import EdgememError, ModelFileError, UnsupportedModelError
 from ..passes.rewrite import abandon
 from .fold import FOLDERS, fold_model
+from .control_flow import has_variables
 from .footprint import indices
 from .support import check_operators
 from .unique_names import with_unique_names
@@ -48,6 +49,7 @@ class ImportedModel:
     outputs: list[TensorInfo]
     op_names: list[str] = field(default_factory=list)  # TFLite builtin names, file order
     op_labels: dict = field(default_factory=dict)  # Relax var of an operator's output -> "operator #i NAME (output 'x')"
+    variables: tuple = ()  # control_flow.Variable: state kept across invocations, extra inputs/outputs after these
 
 
 _TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 12: "uint64", 15: "uint32"}
@@ -130,9 +132,10 @@ def _parsed(buf: bytes, path: str):
         if model.SubgraphsLength() < 1:
             raise ModelFileError(f"'{path}' holds no subgraph; the file is empty or truncated.")
         _check_references(model, len(buf), path)
-        if model.SubgraphsLength() > 1:  # WHILE/IF with subgraphs: unrolled into one subgraph when static
-            flat = _flattened(model, buf, path)
+        if model.SubgraphsLength() > 1 or has_variables(model):  # WHILE/IF/CALL_ONCE, resource variables
+            flat, variables = _flattened(model, buf, path)  # unrolled into one subgraph when static
             named = _parsed(flat, path)
+            named.variables = tuple(variables)
             start = flat.rfind(buf)  # the flattened model holds the file whole (control_flow._serialize)
             named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
             return named
@@ -144,11 +147,11 @@ def _parsed(buf: bytes, path: str):
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
 
 
-def _flattened(model, buf: bytes, path) -> bytes:
-    from .control_flow import flatten_control_flow
+def _flattened(model, buf: bytes, path):
+    from .control_flow import flatten_with_variables
 
     try:
-        return flatten_control_flow(model, buf, Path(path).name)
+        return flatten_with_variables(model, buf, Path(path).name)
     except EdgememError:
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets in the other subgraphs
@@ -479,6 +482,9 @@ def inspect_tflite(path: Path) -> tuple[object, list[str], list[TensorInfo], lis
     op_names = [_op_name(model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
     inputs = [_tensor_info(sg, i) for i in indices(sg.InputsAsNumpy())]
     outputs = [_tensor_info(sg, i) for i in indices(sg.OutputsAsNumpy())]
+    variables = getattr(model, "variables", ())  # their kept values follow the model's own inputs and outputs
+    inputs = inputs[: len(inputs) - sum(v.input is not None for v in variables)]
+    outputs = outputs[: len(outputs) - sum(v.output is not None for v in variables)]
     if not inputs or not outputs or not op_names:
         raise UnsupportedModelError(
             f"{Path(path).name} has {len(inputs)} input(s), {len(outputs)} output(s) and {len(op_names)} operator(s); "
@@ -509,7 +515,7 @@ def import_tflite(path: Path) -> ImportedModel:
         names = sorted({v.name for v in converter.island_starts})
         mod["main"] = mod["main"].with_attr("edgemem.float_island_starts", ",".join(names))
     labels = {var: _op_label(sg, op_names, i) for var, i in converter.op_of_var.items()}
-    return ImportedModel(Path(path), mod, inputs, outputs, op_names, labels)
+    return ImportedModel(Path(path), mod, inputs, outputs, op_names, labels, getattr(model, "variables", ()))
 
 
 def _import_error(exc: Exception, path, sg, op_names, converter) -> UnsupportedModelError:
