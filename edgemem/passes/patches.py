@@ -17,12 +17,14 @@ rebuilt out of place; a convolution already fused with its residual ADD ends the
 the split and grid (``em_k_patch1_s13_3x4_...``), so the report's operator table shows the patch loop.
 
 **Stage.** The operators 0..t of the lowered module's order, where t's output S is a single-tensor cut (every
-other tensor of the stage is read inside it only) and every operator is a CONV_2D or DEPTHWISE_CONV_2D
-rebuilt from its ``edgemem.spec`` (padding folded already: fold_pad runs first), an element-wise kernel whose
-operands all have the output's shape but for constants broadcast over H and W (ADD, QUANTIZE, activations, PRELU
-with its alpha [1, 1, C]: retargeted to the patch shape, the constant read whole by every patch), or a
-TRANSPOSE of the NCHW model input. Anything else (a pooling, whose border average differs; a fused residual
-kernel; a reshape) ends the candidate stages.
+other tensor of the stage is read inside it only) and every operator is a CONV_2D, DEPTHWISE_CONV_2D or int8
+MAX_POOL_2D rebuilt from its ``edgemem.spec`` (padding folded already: fold_pad runs first; a max pool never
+reads its padding, so a window cut at a patch's edge is cut where the whole operator's was), a PAD along the
+channels only (rebuilt per patch), an element-wise kernel whose operands all have the output's shape but for
+constants broadcast over H and W (ADD, QUANTIZE, activations, PRELU with its alpha [1, 1, C]: retargeted to the
+patch shape, the constant read whole by every patch), or a TRANSPOSE of the NCHW model input. Anything else (an
+average pool, whose border average differs; a fused residual kernel; a reshape; a constant with the output's own
+H and W) ends the candidate stages.
 
 **Grid.** S is cut into p x q near-equal tiles (p row bands of q tiles; 1 <= p, q <= 4). Each tile's box
 is propagated back through the stage (``memory/patches.py``): a tensor read by two operators gets the
