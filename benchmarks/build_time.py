@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-SHARED = ROOT.parent / "shared" / "models" if (ROOT.parent / "shared").is_dir() else ROOT.parents[1] / "shared" / "models"
+SHARED = ROOT.parent / "shared" / "models"  # next to the repository (a worktree: /work/shared; else --models)
 BOARD = "stm32f746"
 EXTRA = {  # model -> extra build options (the models larger than the board, planned as the tests plan them)
     "tflm_xtensa_mobilenet_v2_224_int8": ["--flash", "64M"],
