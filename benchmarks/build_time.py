@@ -39,6 +39,11 @@ STAGES = ("check", "import", "lower", "memory passes", "graph", "schedule", "pla
           "board image", "report")  # fmt: skip
 
 
+def shown(model: str) -> str:
+    """The command as a user types it."""
+    return " ".join(["edgemem", "build", "--board", BOARD, *EXTRA.get(model, []), f"{model}.tflite"])
+
+
 def command(path: Path, out: Path) -> list[str]:
     return ["edgemem", "build", "--board", BOARD, *EXTRA.get(path.stem, []), str(path), "-o", str(out), "--force"]
 
@@ -71,7 +76,7 @@ def measure(path: Path, repeat: int, keep: Path | None) -> dict:
     walls = sorted(r["wall"] for r in runs)
     median = statistics.median(walls)
     middle = min(runs, key=lambda r: abs(r["wall"] - median))
-    return {"model": path.stem, "command": " ".join(command(path, Path("out"))[:-3] + [path.name]), "runs": runs,
+    return {"model": path.stem, "command": shown(path.stem), "runs": runs,
             "wall_median": round(median, 3), "cpu_median": round(statistics.median(r["cpu"] for r in runs), 3),
             "stages": middle.get("stages", {}), "arena": middle.get("arena"), "exit": middle["exit"],
             "error": middle.get("error")}  # fmt: skip
@@ -95,14 +100,18 @@ def _table(label: str, data: dict) -> list[str]:
 
 def _comparison(before: dict, after: dict, label: str) -> list[str]:
     old = {r["model"]: r for r in before["models"]}
-    lines = [f"### baseline -> {label}: wall seconds, median", "",
-             "| model | command | baseline | " + label + " | target | met |", "|---|---|---:|---:|---:|---|"]  # fmt: skip
+    lines = [f"### baseline -> {label}: medians", "",
+             f"| model | command | wall s baseline | wall s {label} | CPU s baseline | CPU s {label} | CPU change | "
+             "target (wall s) | met |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
     for r in after["models"]:
         target = PATCH_TARGET_S if r["model"] == PATCH_MODEL else TARGET_S
         b = old.get(r["model"])
-        base = f"{b['wall_median']:.2f}" if b else ""
+        base = f"{b['wall_median']:.2f} | " if b else " | "
+        base_cpu = f"{b['cpu_median']:.2f}" if b else ""
+        change = f"{(r['cpu_median'] / b['cpu_median'] - 1) * 100:+.0f} %" if b and b["cpu_median"] else ""
         met = "yes" if r["exit"] == 0 and r["wall_median"] <= target else "no"
-        lines.append(f"| {r['model']} | `{r['command']}` | {base} | {r['wall_median']:.2f} | {target:.0f} | {met} |")
+        lines.append(f"| {r['model']} | `{shown(r['model'])}` | {base}{r['wall_median']:.2f} | {base_cpu} | "
+                     f"{r['cpu_median']:.2f} | {change} | {target:.0f} | {met} |")  # fmt: skip
     return lines + [""]
 
 
@@ -130,15 +139,41 @@ def write_markdown() -> None:
     (HERE / "build_time.md").write_text("\n".join(lines))
 
 
+def cpu_stages(path: Path) -> None:
+    """One build in this process (the first in it pays the imports) with every stage timed in CPU seconds of this process (its threads; not the
+    compilers): the figures that load on the shared machine leaves alone, to compare two versions back to back."""
+    import types
+
+    t0 = time.process_time()
+    sys.path.insert(0, str(ROOT))
+    from edgemem import pipeline
+
+    imported = time.process_time() - t0
+    pipeline.time = types.SimpleNamespace(perf_counter=time.process_time)  # Stages times with it
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory(prefix="edgemem-bt-") as tmp:
+        options = pipeline.BuildOptions(flash=64 << 20) if path.stem == PATCH_MODEL else None
+        result = pipeline.build(path, BOARD, Path(tmp) / "p", options)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    stages = {k: round(v, 2) for k, v in result.info.stage_seconds.items()}
+    print(json.dumps({"model": path.stem, "import_cpu": round(imported, 2), "stages_cpu": stages,
+                      "compilers_cpu": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2)}))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--label", default="after")
     ap.add_argument("--models", type=Path, default=SHARED)
     ap.add_argument("--keep", type=Path, help="keep every run's project in KEEP/<model>/<run>")
+    ap.add_argument("--cpu-stages", action="store_true", help="per-stage CPU seconds of one in-process build each")
     ap.add_argument("--markdown-only", action="store_true", help="rewrite build_time.md from the JSON files only")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
+    if args.cpu_stages:
+        for name in args.names:
+            cpu_stages(args.models / f"{name}.tflite")
+        return
     if not args.markdown_only:
         paths = [args.models / f"{n}.tflite" for n in args.names] or sorted(args.models.glob("*.tflite"))
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
