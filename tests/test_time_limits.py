@@ -9,6 +9,7 @@ module), with a valid order no worse than the file order, and with memory linear
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 import tracemalloc
@@ -16,11 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from edgemem.passes.orchestrate import DEFAULT_SEQUENCE
 from edgemem.schedule import best, exact, hierarchical
 from edgemem.schedule.dag import Dag
 
 BUDGET = 0.5
 SLACK = 3.0  # seconds: the linear parts on a loaded 2-core machine (about 1 s measured at 3,000 ops)
+# seconds past a deadline: what runs between two looks at it (one TVM hash of main: 0.05 s at 900 kernels) and the
+# stage's first imports; at most 0.3 s measured under a load of 7
+CUT_SLACK = 0.6
 
 
 def chain(n: int) -> Dag:
@@ -93,25 +98,53 @@ def test_scheduling_a_chain_takes_linear_memory():
 
 def test_the_pass_search_keeps_its_budget_on_a_long_chain():
     """The orchestrator on a lowered chain of 900 kernels, searching (no RAM target) with 0.5 s and TVM's
-    pipeline as its reference baseline: within twice that plus two measures of the input module (the one it
-    starts from, done once before any trial, and a margin) and half a second. TVM's pipeline, which no deadline
-    stops, legalizes every binding (about 2.3 measures here, then two measures): it ran whatever the time left.
-    (The fixed sequence, the build's fallback, always runs whole: its cost is that of --opt-time 0.)"""
+    pipeline as its reference baseline: within twice that and CUT_SLACK, the input measure included (the whole
+    call is cut at twice the budget). TVM's pipeline, which no deadline stops, legalizes every binding (about 2.3
+    measures here, then two measures): it ran whatever the time left."""
     from edgemem.passes.orchestrate import measure, orchestrate
 
     mod = _lowered_chain(1200)
-    t0 = time.perf_counter()
     root = measure(mod, 4, 2.0)
-    one_measure = time.perf_counter() - t0
     t0 = time.perf_counter()
     result = orchestrate(mod, time_budget=BUDGET, target_bytes=None, measure_fn=lambda m: measure(m, 4, 2.0),
                          baselines=("none", "tvm_default"), pareto=True)  # fmt: skip
     seconds = time.perf_counter() - t0
-    assert seconds <= 2 * BUDGET + 2 * one_measure + 0.5, f"{seconds:.1f} s; one measure {one_measure:.1f} s"
-    assert result.stop == "time" and result.figures["arena_bytes"] <= root["arena_bytes"]  # the best found so far
+    assert seconds <= 2 * BUDGET + CUT_SLACK, f"{seconds:.1f} s"
+    assert result.stop == "time"
+    if result.figures:  # the input measured in time: the best found so far
+        assert result.figures["arena_bytes"] <= root["arena_bytes"]
+    else:
+        assert result.module.same_as(mod)
 
 
-def _lowered_chain(n: int):
+@pytest.mark.parametrize("opt_seconds", [0.1, 0.4, 1.0])
+def test_the_memory_pass_stage_keeps_its_budget_on_a_long_chain(opt_seconds):
+    """The build's memory-pass stage (passes/optimize.py, the fixed sequence as a baseline) on a lowered chain of
+    900 kernels: within twice --opt-time and CUT_SLACK, whether the deadline cuts the input module's measure (0.1
+    s), the fixed sequence or the search (the measure alone takes about 0.3 s of CPU, the fixed sequence about 2
+    s: they ran whole, 3-6 s on a loaded machine). The module returned is one that was measured, with the figures
+    reported, or else the input module itself: never one a cut pass left half-rewritten."""
+    from edgemem.board import load_board
+    from edgemem.budget import ram_budget
+    from edgemem.passes.catalogue import evaluate
+    from edgemem.passes.optimize import optimize
+    from edgemem.pipeline import BuildOptions
+
+    mod, board = _lowered_chain(1200), load_board("stm32f746")
+    t0 = time.perf_counter()
+    out, report = optimize(mod, board, BuildOptions(opt_seconds=opt_seconds, schedule_seconds=2.0), ram_budget(board))
+    seconds = time.perf_counter() - t0
+    assert seconds <= 2 * opt_seconds + CUT_SLACK, f"{seconds:.1f} s, stopped: {report['stop']}"
+    if report["arena_bytes"] is None:  # the input's measure was cut: nothing else is known valid
+        assert out.same_as(mod) and report["sequence"] == [] and report["stop"] == "time"
+    else:
+        assert evaluate(out, board.arena_align, 2.0)["arena_bytes"] == report["arena_bytes"]
+        fixed = report["baselines"]["fixed"]["sequence"]  # what the fixed sequence applied before the deadline
+        assert fixed == list(DEFAULT_SEQUENCE[: len(fixed)]), fixed
+
+
+@functools.cache
+def _lowered_chain(n: int):  # TVM modules are immutable: the tests share one
     from long_models import chain_model
 
     from edgemem.frontend.tflite_import import import_tflite

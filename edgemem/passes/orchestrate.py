@@ -16,13 +16,14 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 - it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
   at ``time_budget`` seconds, or when nothing is left to try.
 
-Time (issue 30: on a module of thousands of kernels one trial can take minutes): no trial starts after
-``time_budget``, and each runs under a deadline (edgemem/timelimit.py) at TRIAL_GRACE x the budget that the
-passes' binding loops, the graph reader and the measure's schedulers look at; a trial cut there is dropped.
-The other baselines (TVM's pipeline, skipped when predicted longer than what is left; benchmarks' own) run
-to BASELINE_GRACE x the budget. Not cut: the measure of the input module, before any trial, and the fixed
-sequence, which the build falls back to (as with --opt-time 0: its cost is the floor of the stage; their
-schedulers keep their own budget, --schedule-time).
+Time (issue 30: on a module of thousands of kernels one trial can take minutes): the whole call runs under a
+deadline (edgemem/timelimit.py) at BASELINE_GRACE x ``time_budget`` that the passes' binding loops, the graph
+reader and the measure's schedulers look at. The input module is measured first (cut there: the input module is
+returned as it is, unmeasured), then the fixed sequence runs, the build's fallback (cut: the passes applied by
+then), then the search: no trial starts after ``time_budget`` and each is cut at TRIAL_GRACE x the budget (a cut
+trial is dropped); then the other baselines (TVM's pipeline, skipped when predicted longer than what is left;
+benchmarks' own). Only the work-adding fallbacks, run when nothing reached fits, are not cut: without them the
+build would be refused.
 
 Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence. The
 build instead chooses by the memory/latency objective (``pareto=True``, passes/objective.py) among every state
@@ -47,7 +48,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..timelimit import TimeUp, deadline
+from ..timelimit import TimeUp, check, deadline
 from .effects import EffectTable
 from .tvm_baseline import tvm_default_baseline
 
@@ -96,6 +97,7 @@ def module_key(mod) -> Hashable:
 
     kernels, main = [], None
     for gv, func in mod.functions.items():
+        check()  # thousands of kernels: under the stage's deadline
         if gv.name_hint == "main":
             main = tvm_ffi.structural_hash(func, map_free_vars=True)  # rewritten by nearly every pass
         else:
@@ -162,8 +164,8 @@ class Orchestration:
     fits: bool = True  # the chosen module's arena fits target_bytes (always True without a target)
 
     def report(self) -> dict:
-        return {**({"pareto": self.pareto} if self.pareto is not None else {}), "sequence": [s.to_json() for s in self.sequence], "arena_bytes": self.figures["arena_bytes"],
-                "source": self.source, "search_arena_bytes": self.search_figures["arena_bytes"],
+        return {**({"pareto": self.pareto} if self.pareto is not None else {}), "sequence": [s.to_json() for s in self.sequence], "arena_bytes": self.figures.get("arena_bytes"),
+                "source": self.source, "search_arena_bytes": self.search_figures.get("arena_bytes"),
                 "trials": self.trials, "trials_to_best": self.trials_to_best, "baseline_trials": self.baseline_trials,
                 "states": self.states, "stop": self.stop, "seconds": round(self.seconds, 3),
                 "effect_table_models": self.table_models}  # fmt: skip
@@ -356,12 +358,15 @@ class _Search:
         weights = [RANK_BIAS**r for r in range(n)]
         return self.rng.choices(range(n), weights=weights)[0]
 
-    def run(self, mod, target: float | None) -> str:
+    def measure_root(self, mod) -> None:
+        """The input module as state 0 (raises TimeUp when the stage's deadline cuts its measure)."""
         t0 = time.perf_counter()
         key = self.key_fn(mod)
         figures = self.figures[key] = self.measure_fn(mod)
         self.root_seconds = time.perf_counter() - t0  # what one measure of this module costs (real seconds)
         self.add_state(mod, key, figures, (), None, None)
+
+    def run(self, target: float | None) -> str:
         try:
             while True:
                 if target is not None and self.best.figures["arena_bytes"] <= target:
@@ -446,51 +451,57 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     ``fallbacks``: (name, [pass]) sequences adding work (a patch split, rematerialization), in order of more
     work; with ``pareto`` and ``target_bytes``, when no state reached fits, each is run from the input module
     (outside the time budget, like the baselines) until one fits, and competes under the objective."""
-    if passes is None:
-        from .catalogue import catalogue
-
-        passes = catalogue()
-    passes = expand_variants(passes, mod)
     table = EffectTable.load() if table is None else table
     measure_fn, key_fn = measure_fn or measure, key_fn or module_key
     t0 = clock()
-    search = _Search(passes, table, measure_fn, key_fn, clock, time_budget, max_trials, seed, learn_all)
-    target = None if target_bytes is None else target_bytes * (1 - margin)
-    stop = search.run(mod, target)
-    search.obs.models = [model_name] if model_name else []
-    search_best = search.best
-    search.budgeted = False  # the baselines always finish (they are short and mostly cached)
-    root = search.states[0]
-    names = set(search.by_name)
-    best_state, best_steps, source = search_best, _path_steps(search, search_best), "search"
-    report: dict = {}
-    # (state, steps or None: its path, source), in the search's own order of preference (rank_key: arena, flash,
-    # MACs, the shorter sequence, by name), which breaks the objective's ties; baselines after
-    reached = [(s, None, "search") for s in sorted(search.states, key=search.rank_key)]
-    for name in baselines:
-        if name == "none":
-            state, steps = root, []
-        elif name == "fixed":
-            search.fallback = True
-            state, steps = _run_sequence(search, [n for n in fixed_sequence if n in names])
-            search.fallback = False
-        elif name in (extra_baselines or {}):
-            try:
-                state, steps = extra_baselines[name](search)
-            except _OutOfBudget:
-                report[name] = {"arena_bytes": None, "reason": _NO_TIME}
+    # the whole call bar the work-adding fallbacks, input measure and fixed sequence included, is cut at
+    # BASELINE_GRACE x the budget (issue 30): on thousands of kernels either alone takes longer than the budget
+    with deadline(BASELINE_GRACE * time_budget):
+        if passes is None:
+            from .catalogue import catalogue
+
+            passes = catalogue()
+        passes = expand_variants(passes, mod)  # cut: no variant (as when they cannot be listed)
+        search = _Search(passes, table, measure_fn, key_fn, clock, time_budget, max_trials, seed, learn_all)
+        try:
+            search.measure_root(mod)
+        except TimeUp:
+            return _unmeasured(mod, clock() - t0, len(table.models))
+        baselines = list(baselines)
+        fixed = _fixed_first(search, fixed_sequence) if "fixed" in baselines else None
+        target = None if target_bytes is None else target_bytes * (1 - margin)
+        stop = search.run(target)
+        search.obs.models = [model_name] if model_name else []
+        search_best = search.best
+        search.budgeted = False  # the baselines always finish (they are short and mostly cached)
+        root = search.states[0]
+        best_state, best_steps, source = search_best, _path_steps(search, search_best), "search"
+        report: dict = {}
+        # (state, steps or None: its path, source), in the search's own order of preference (rank_key: arena,
+        # flash, MACs, the shorter sequence, by name), which breaks the objective's ties; baselines after
+        reached = [(s, None, "search") for s in sorted(search.states, key=search.rank_key)]
+        for name in baselines:
+            if name == "none":
+                state, steps = root, []
+            elif name == "fixed":
+                state, steps = fixed
+            elif name in (extra_baselines or {}):
+                try:
+                    state, steps = extra_baselines[name](search)
+                except _OutOfBudget:
+                    report[name] = {"arena_bytes": None, "reason": _NO_TIME}
+                    continue
+            elif name == "tvm_default":
+                report[name] = _tvm_default(search, mod, measure_fn)
                 continue
-        elif name == "tvm_default":
-            report[name] = _tvm_default(search, mod, measure_fn)
-            continue
-        else:
-            known = ", ".join([*ALL_BASELINES, *(extra_baselines or {})])
-            raise ValueError(f"unknown baseline {name!r}; known: {known} (benchmarks/pass_baselines.py has more)")
-        report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
-                        "sequence": [n for n, _ in steps]}  # fmt: skip
-        reached.append((state, steps, f"baseline:{name}"))
-        if (objective(state.figures), len(steps)) < (objective(best_state.figures), len(best_steps)):
-            best_state, best_steps, source = state, steps, f"baseline:{name}"
+            else:
+                known = ", ".join([*ALL_BASELINES, *(extra_baselines or {})])
+                raise ValueError(f"unknown baseline {name!r}; known: {known} (benchmarks/pass_baselines.py has more)")
+            report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
+                            "sequence": [n for n, _ in steps]}  # fmt: skip
+            reached.append((state, steps, f"baseline:{name}"))
+            if (objective(state.figures), len(steps)) < (objective(best_state.figures), len(best_steps)):
+                best_state, best_steps, source = state, steps, f"baseline:{name}"
     if pareto and target_bytes is not None:
         _run_fallbacks(search, list(fallbacks), target_bytes, reached, report)
     chosen, fits = None, True
@@ -505,6 +516,24 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
         stop=stop, seconds=clock() - t0, baselines=report, observations=search.obs,
         table_models=len(table.models), pareto=chosen[1] if chosen else None, fits=fits,
     )  # fmt: skip
+
+
+def _fixed_first(search: _Search, fixed_sequence) -> tuple[_State, list]:
+    """The fixed sequence from the input module, before the search: what the build falls back to, given the
+    whole stage's time rather than what a search left of it (cut, the passes applied by then). The search then
+    finds its applications in the cache."""
+    search.fallback, search.budgeted = True, False
+    try:
+        return _run_sequence(search, [n for n in fixed_sequence if n in search.by_name])
+    finally:
+        search.fallback, search.budgeted = False, True
+
+
+def _unmeasured(mod, seconds: float, table_models: int) -> Orchestration:
+    """The input module as it is: the stage's deadline cut its first measure (nothing else is known valid)."""
+    return Orchestration(module=mod, figures={}, sequence=[], source="input (its measure ran out of time)",
+                         search_figures={}, trials=0, trials_to_best=0, baseline_trials=0, states=0, stop="time",
+                         seconds=seconds, baselines={}, observations=EffectTable(), table_models=table_models)  # fmt: skip
 
 
 def _run_fallbacks(search: _Search, fallbacks: list, target_bytes: int, reached: list, report: dict) -> None:
