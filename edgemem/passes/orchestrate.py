@@ -20,8 +20,8 @@ Time (issue 30: on a module of thousands of kernels one trial can take minutes):
 deadline (edgemem/timelimit.py) at BASELINE_GRACE x ``time_budget`` that the passes' binding loops, the graph
 reader and the measure's schedulers look at. The input module is measured first (cut there: the input module is
 returned as it is, unmeasured), then the fixed sequence runs, the build's fallback (cut: the passes applied by
-then), then the search: no trial starts after ``time_budget`` and each is cut at TRIAL_GRACE x the budget (a cut
-trial is dropped); then the other baselines (TVM's pipeline, skipped when predicted longer than what is left;
+then), then the search: no trial starts after ``time_budget`` (the fixed sequence's time not counted) and each is
+cut at TRIAL_GRACE x the budget (a cut trial is dropped); then the other baselines (TVM's pipeline, skipped when predicted longer than what is left;
 benchmarks' own). Only the work-adding fallbacks, run when nothing reached fits, are not cut: without them the
 build would be refused.
 
@@ -521,12 +521,15 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
 def _fixed_first(search: _Search, fixed_sequence) -> tuple[_State, list]:
     """The fixed sequence from the input module, before the search: what the build falls back to, given the
     whole stage's time rather than what a search left of it (cut, the passes applied by then). The search then
-    finds its applications in the cache."""
+    finds its applications in the cache, and its own budget counts without them (as when the fixed sequence ran
+    after it: the stage's deadline still holds)."""
     search.fallback, search.budgeted = True, False
+    t0 = search.clock()
     try:
         return _run_sequence(search, [n for n in fixed_sequence if n in search.by_name])
     finally:
         search.fallback, search.budgeted = False, True
+        search.start += search.clock() - t0
 
 
 def _unmeasured(mod, seconds: float, table_models: int) -> Orchestration:
