@@ -4,11 +4,13 @@
     .venv/bin/python benchmarks/fuzz.py --runs 20000 --target build      # also TVM import .. C sources
     .venv/bin/python benchmarks/fuzz.py --runs 10000 --seeds small       # what tests/test_fuzz.py runs
     .venv/bin/python benchmarks/fuzz.py --target odd --runs 500 --seed 1  # differential: odd models vs TFLM
+    .venv/bin/python benchmarks/fuzz.py --target odd --qemu stm32f746 --jobs 2 --runs 500  # ... built and run under QEMU
 
 Target `odd` is differential, not coverage-guided: tests/odd_models.py makes valid but odd int8 models from
 consecutive seeds (hostile and duplicate tensor names, one-pixel shapes, 1x1 pools, extreme quantization, fan-out,
-intermediate outputs); each is run by TFLite Micro, built for the host (pipeline.build(compile=False), gcc) in a
-scratch folder that is also the working directory, and run on two seeded inputs. An outcome is `match`,
+intermediate outputs); each is run by TFLite Micro, built for the host (pipeline.build(compile=False), gcc) -- or with
+--qemu BOARD as a user builds it for BOARD (its own budget) and run under QEMU -- in a scratch folder that is also the
+working directory, and run on two seeded inputs. An outcome is `match`,
 `refused` (an EdgememError: a clear refusal), `oracle refuses` (TFLM cannot run it: not judged), `MISMATCH`
 (built, outputs differ), `CRASH` (any other exception), `ESCAPED` (a file outside the output folder, or the
 marker file a hostile name's command would create).
@@ -288,13 +290,14 @@ def report(res: dict, argv: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def odd_outcome(seed: int, scratch: Path) -> tuple[str, str]:
-    """(outcome, detail) of the odd model of ``seed``, built in ``scratch`` (see the module docstring)."""
+def odd_outcome(seed: int, scratch: Path, board: str | None = None) -> tuple[str, str]:
+    """(outcome, detail) of the odd model of ``seed``, built in ``scratch`` (see the module docstring): for the host
+    (gcc), or with ``board`` as a user builds it (the board's own budget, firmware by its cross compiler) and run
+    under QEMU."""
     import shutil as _shutil
 
     sys.path.insert(0, str(ROOT / "tests"))
     from odd_models import odd_model
-    from op_check import build_for_host, compare_built
 
     from edgemem.errors import EdgememError
     from edgemem.reference import reference_outputs_many, seeded_inputs
@@ -310,13 +313,12 @@ def odd_outcome(seed: int, scratch: Path) -> tuple[str, str]:
     cwd = os.getcwd()
     os.chdir(scratch)
     try:
-        _, project = build_for_host(path, scratch)
-        compare_built(path, project, scratch, seeds=(0, 1))
+        (_build_and_compare_on_qemu if board else _build_and_compare_on_host)(path, scratch, board)
         outcome, detail = "match", model.description
     except AssertionError as e:
         outcome, detail = "MISMATCH", f"{model.description}: {str(e).splitlines()[0][:200]}"
     except EdgememError as e:  # a refusal, if the build refused; a wrong program, if its run did
-        built = (scratch / "project").exists()
+        built = (scratch / "project" / "edgemem.json").exists()
         outcome = "MISMATCH" if built else "refused"
         detail = f"{model.description}: {type(e).__name__}: {str(e)[:160]}"
     except Exception as e:  # noqa: BLE001 - anything else is a crash of edgemem
@@ -331,31 +333,67 @@ def odd_outcome(seed: int, scratch: Path) -> tuple[str, str]:
     return outcome, detail
 
 
-def run_odd(runs: int, seed: int) -> dict:
+def _build_and_compare_on_host(path: Path, scratch: Path, board: str | None) -> None:
+    from op_check import build_for_host, compare_built
+
+    _, project = build_for_host(path, scratch)
+    compare_built(path, project, scratch, seeds=(0, 1))
+
+
+def _build_and_compare_on_qemu(path: Path, scratch: Path, board: str) -> None:
+    """`edgemem build --board BOARD` with its defaults, then `run` under QEMU on two seeds; the oracle's outputs are
+    computed here, apart from device_run's own comparison."""
+    from op_check import assert_outputs_match, dequantized_steps
+
+    from edgemem import device_run, pipeline
+    from edgemem.reference import reference_outputs_many, seeded_inputs
+
+    project = scratch / "project"
+    pipeline.build(path, board, project, pipeline.BuildOptions())
+    input_sets = [seeded_inputs(path, s) for s in (0, 1)]
+    wanted, oracle = reference_outputs_many(path, input_sets, timeout=120)
+    for s, inputs, want in zip((0, 1), input_sets, wanted):
+        got = device_run.run(project, inputs, timeout_s=120)["output_arrays"]
+        assert_outputs_match(got, want, oracle, f"seed {s}", dequantized_steps(path))
+
+
+def _odd_chunk(seeds: list[int], board: str | None) -> list[tuple[int, str, str]]:
+    """One worker's share: each seed in a scratch folder of its own process."""
+    with tempfile.TemporaryDirectory(prefix="edgemem-odd-") as d:
+        scratch = Path(d) / "work"
+        scratch.mkdir()
+        return [(s, *odd_outcome(s, scratch, board)) for s in seeds]
+
+
+def run_odd(runs: int, seed: int, board: str | None = None, jobs: int = 1) -> dict:
+    from concurrent.futures import ProcessPoolExecutor
+
     counts: dict[str, int] = {}
     bad: list[str] = []
     reasons: dict[str, int] = {}
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="edgemem-odd-") as d:
-        scratch = Path(d) / "work"
-        scratch.mkdir()
-        for s in range(seed, seed + runs):
-            outcome, detail = odd_outcome(s, scratch)
-            counts[outcome] = counts.get(outcome, 0) + 1
-            if outcome == "refused":
-                key = re.sub(r"'[^']*'|#\d+|\d+", "_", detail.split(": ", 1)[-1])[:110]
-                reasons[key] = reasons.get(key, 0) + 1
-            if outcome in ("MISMATCH", "CRASH", "ESCAPED"):
-                bad.append(f"seed {s}: {outcome}: {detail}")
-                print(bad[-1], file=sys.stderr, flush=True)
+    seeds = list(range(seed, seed + runs))
+    chunks = [seeds[i : i + 10] for i in range(0, len(seeds), 10)]
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for results in pool.map(_odd_chunk, chunks, [board] * len(chunks)):
+            for s, outcome, detail in results:
+                counts[outcome] = counts.get(outcome, 0) + 1
+                if outcome == "refused":
+                    key = re.sub(r"'[^']*'|#\d+|\d+", "_", detail.split(": ", 1)[-1])[:110]
+                    reasons[key] = reasons.get(key, 0) + 1
+                if outcome in ("MISMATCH", "CRASH", "ESCAPED"):
+                    bad.append(f"seed {s}: {outcome}: {detail}")
+                    print(bad[-1], file=sys.stderr, flush=True)
     return {"runs": runs, "seed": seed, "seconds": round(time.perf_counter() - t0, 1), "counts": counts, "bad": bad,
-            "reasons": reasons}
+            "reasons": reasons, "board": board, "jobs": jobs}
 
 
 def odd_report(res: dict, argv: list[str]) -> str:
     lines = ["# Differential fuzzing with odd models (tests/odd_models.py) against TFLite Micro", "",
              f"Command: `.venv/bin/python benchmarks/fuzz.py {' '.join(argv)}`", "",
-             f"{res['runs']:,} models (seeds {res['seed']}..{res['seed'] + res['runs'] - 1}) in {res['seconds']} s: "
+             f"{res['runs']:,} models (seeds {res['seed']}..{res['seed'] + res['runs'] - 1}), "
+             + (f"built for {res['board']} and run under QEMU" if res.get("board") else "built for the host")
+             + f", {res.get('jobs', 1)} worker(s), in {res['seconds']} s: "
              + ", ".join(f"{k} {v:,}" for k, v in sorted(res["counts"].items(), key=lambda kv: -kv[1])) + ".", ""]
     lines += ["Models that built wrong, crashed or escaped:", "", *(f"- {b}" for b in res["bad"])] if res["bad"] else ["None built wrong, crashed or escaped."]
     if res["reasons"]:
@@ -377,9 +415,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--target", choices=sorted(TARGETS) + ["odd"], default="front",
                     help="front: the checks before TVM (fast); build: also the whole build up to the C sources; "
                          "odd: differential, odd models against TFLite Micro (--runs models from --seed)")
+    ap.add_argument("--qemu", metavar="BOARD", help="odd: build for BOARD with its budget and run under QEMU "
+                    "(default: build for the host)")
+    ap.add_argument("--jobs", type=int, default=1, help="odd: models built in parallel")
     args = ap.parse_args(argv)
     if args.target == "odd":
-        res = run_odd(args.runs, args.seed)
+        res = run_odd(args.runs, args.seed, args.qemu, args.jobs)
         sys.stdout.write(odd_report(res, argv))
         return 0 if not res["bad"] else 1
     res = run_fuzzer(args.runs, seeds=args.seeds, timeout=args.timeout, max_len=args.max_len, seed=args.seed,

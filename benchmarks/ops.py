@@ -88,7 +88,7 @@ def operators_in(path: Path) -> set[tuple[str, str]]:
         op = sg.Operators(i)
         if name == "SELECT_V2":  # its first operand is the bool condition: a row per type of the values it selects
             return _TFL_TYPES.get(sg.Tensors(int(op.Outputs(0))).Type(), "unknown")
-        return operand_type(sg, op, model)
+        return operand_type(sg, op, model, name)
 
     return {(name, kind(i, name)) for i, name in enumerate(op_names(model))}
 

@@ -169,7 +169,7 @@ def candidate_boards(path: Path, timeout: float):
     for board in BOARDS:
         rc, out, err, _ = _run([PY, "-m", "edgemem.cli", "analyze", str(path), "--board", board, "--json"], timeout)
         verdict = json.loads(out).get("verdict") if rc == 0 else None
-        if verdict in ("fits", "may fit"):
+        if verdict in ("fits", "may fit", "may not fit"):
             yield {"board": board, "flash": None, "verdict": verdict}
         elif rc not in (0, 5):
             last = {"rc": rc, "error": _paragraph(err)}

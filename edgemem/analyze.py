@@ -6,8 +6,9 @@ order (the storage model of edgemem.memory). For the model: every operator edgem
 once (frontend/support.py); the arena the build plans for the same options (the build's schedulers and
 placements on the storage model the memory passes leave, read from the flatbuffer: see "the build's plan"
 below); the RAM floor no order or placement can beat whatever the memory passes remove (memory/floor.py, the
-build's own early check); the weights against the flash; and, for a model with a symbolic (-1) dimension,
-the largest value of it whose plan fits.
+build's own early check); the flash the image needs (the weights plus an estimate of the code, see
+``flash_estimate``) and the firmware's static RAM next to the arena; and, for a model with a symbolic (-1)
+dimension, the largest value of it whose plan fits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,16 @@ from .frontend.footprint import indices, is_constant, op_names, tensor_bytes
 from .frontend.tflite_import import read_tflite, tensor_name
 
 _SYMBOLIC_RANGE = (1, 4096)  # values of a -1 dimension searched for the largest that fits
+
+# The image's flash besides the flatbuffer's weights (code, the runtime, tables, requantization constants),
+# measured on the 48 third-party models edgemem builds (benchmarks/public.md, linked flash less the weights):
+# 5,488 B for one LEAKY_RELU, then 276 to 2,039 B per operator (median 1,035). The range: a 5,000 B runtime
+# plus 256 to 2,560 B per operator; the estimate: 1,024 B per operator.
+CODE_BASE_BYTES = 5000
+CODE_PER_OP_BYTES = (256, 1024, 2560)  # low, estimate, high
+# The firmware's own .data/.bss (runtime, drivers): 204 B on the stm32f746 image. An estimate: analyze says
+# "may not fit" (never "does not fit") when the arena fits only without it; the build measures it when linking.
+STATIC_RAM_ESTIMATE = 256
 
 
 @dataclass
@@ -62,7 +73,11 @@ class Analysis:
     weights_bytes: int
     board_flash_bytes: int
     macs: int
-    verdict: str  # "fits" (the build's arena fits), "may fit" (only passes not modeled could make it), "does not fit"
+    verdict: str  # "fits"; "may fit" (only passes not modeled could make the arena fit); "may not fit" (the arena fits
+    # but the flash estimate's range or the static RAM estimate straddles the board's figure); "does not fit"
+    flash_estimate_bytes: int = 0  # weights + the code estimate
+    flash_range_bytes: tuple[int, int] = (0, 0)  # weights + the code range (low, high)
+    static_ram_estimate_bytes: int = STATIC_RAM_ESTIMATE
     symbolic: dict = field(default_factory=dict)  # {"dim": name, "largest_fitting": n or None, "range": [lo, hi]}
 
     def to_json(self) -> dict:
@@ -167,7 +182,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         consts = [t for t in ins if is_constant(model, sg.Tensors(t)) and t not in weights_seen]
         weights_seen.update(consts)
         rows.append(OperatorRow(
-            index=i, name=name, operand_type=operand_type(sg, op, model),
+            index=i, name=name, operand_type=operand_type(sg, op, model, name),
             output=tensor_name(sg, outs[0]) if outs else "none", output_shape=shape_of(outs[0]) if outs else [],
             macs=_macs(name, shape_of, ins, outs, op), weight_bytes=sum(tensor_bytes(sg.Tensors(t)) for t in consts),
             live_bytes=live_at.get(i, 0), supported=i not in missing_at,
@@ -192,8 +207,12 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     weights = sum(r.weight_bytes for r in rows)
     fits = plan["arena_bytes"] is not None and plan["arena_bytes"] <= budget
     verdict = "fits" if fits else ("may fit" if floor <= budget and plan["unmodeled"] else "does not fit")
-    if weights > board.flash_bytes:
+    flash_low, flash_mid, flash_high = flash_estimate(weights, len(rows))
+    if weights > board.flash_bytes or flash_low > board.flash_bytes:
         verdict = "does not fit"
+    elif verdict == "fits" and (flash_high > board.flash_bytes or plan.get("static_tight")
+                                or plan["arena_bytes"] + STATIC_RAM_ESTIMATE > budget):
+        verdict = "may not fit"
     big_bytes, big_name = _largest_activation(model, constants)
     if verdict == "may fit" and big_bytes > budget:  # the floor counted on a fusion the build does not do for it
         verdict = "does not fit"
@@ -207,8 +226,16 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         ram_floor_bytes=floor, ram_floor_operator=floor_op, ram_floor_assumes=assumes, file_order_arena_bytes=file_bytes, ram_budget_bytes=budget,
         stack_bytes=board.stack_size, board_ram_bytes=board.ram_bytes, weights_bytes=weights,
         board_flash_bytes=board.flash_bytes, macs=sum(r.macs for r in rows), verdict=verdict,
+        flash_estimate_bytes=flash_mid, flash_range_bytes=(flash_low, flash_high),
         symbolic=_largest_fitting(path, board, budget) if _symbolic_dim(model) else {},
     )  # fmt: skip
+
+
+def flash_estimate(weights: int, operators: int) -> tuple[int, int, int]:
+    """(low, estimate, high) bytes of flash an image of ``operators`` operators and ``weights`` bytes of weights
+    takes: the weights plus the code range measured on the published models (CODE_PER_OP_BYTES)."""
+    low, mid, high = (weights + CODE_BASE_BYTES + per_op * operators for per_op in CODE_PER_OP_BYTES)
+    return low, mid, high
 
 
 def _largest_activation(model, constants: frozenset) -> tuple[int, str]:
@@ -584,7 +611,7 @@ def build_plan(model, folded, constants, board, options) -> dict:
     from .memory.adapters import aligned
     from .passes.optimize import floor_passes
     from .plan import Buffer, PlanError, plan_arena
-    from .plan.graph_plan import board_pools
+    from .plan.graph_plan import STATIC_RESERVE, board_pools
     from .schedule.best import best_schedule
     from .schedule.dag import Dag
 
@@ -621,10 +648,16 @@ def build_plan(model, folded, constants, board, options) -> dict:
               "note": note + (f"; not modeled: {', '.join(unmodeled)} (they can only lower the build's arena)"
                               if unmodeled and options.passes is None else
                               f"; not modeled: {', '.join(unmodeled)}" if unmodeled else "")}  # fmt: skip
-    try:
-        plan = plan_arena(buffers, board_pools(board, options.pool_per_region))
-    except PlanError as exc:
+    # as the build (plan/graph_plan.py): pools with its estimate of the static RAM, else with none (then the link
+    # decides, so the figure is only "may not fit")
+    for static in (STATIC_RESERVE, 0):
+        try:
+            plan = plan_arena(buffers, board_pools(board, options.pool_per_region, static))
+            break
+        except PlanError as exc:
+            error = exc
+    else:
         return {**result, "arena_bytes": None, "arena_pools": {}, "lower_bound_bytes": int(peak), "planner": "",
-                "note": result["note"] + f"; no placement fits the board's pools: {exc}"}  # fmt: skip
+                "note": result["note"] + f"; no placement fits the board's pools: {error}"}  # fmt: skip
     return {**result, "arena_bytes": plan.total_bytes, "arena_pools": dict(plan.pool_sizes),
-            "lower_bound_bytes": plan.lower_bound, "planner": plan.algorithm}
+            "lower_bound_bytes": plan.lower_bound, "planner": plan.algorithm, "static_tight": static == 0}

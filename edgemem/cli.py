@@ -507,13 +507,17 @@ def _print_analysis(a) -> None:
     s.add_row("RAM floor", f"{a.ram_floor_bytes:,} B (operator #{a.ram_floor_operator}: no order or pass goes lower{assumed})")
     s.add_row("RAM for the arena", f"{a.ram_budget_bytes:,} B ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)")
     s.add_row("weights (flash)", f"{a.weights_bytes:,} B of {a.board_flash_bytes:,} B")
+    low, high = a.flash_range_bytes
+    s.add_row("flash (estimate)", f"{a.flash_estimate_bytes:,} B: weights + code, {low:,} to {high:,} B; the board has "
+              f"{a.board_flash_bytes:,} B" + ("" if high <= a.board_flash_bytes else " (`build --flash` for more)"))
+    s.add_row("static RAM (estimate)", f"{a.static_ram_estimate_bytes:,} B besides the arena (.data/.bss of the firmware)")
     s.add_row("MACs", f"{a.macs:,}")
     if a.symbolic:
         n = a.symbolic["largest_fitting"]
         s.add_row("symbolic dimension", _text(a.symbolic["note"] or (
             f"arena {a.symbolic['arena_expr']} B; largest {a.symbolic['dim']} that fits: "
             f"{'none' if n is None else n} (searched {a.symbolic['range'][0]}..{a.symbolic['range'][1]})")))  # fmt: skip
-    colour = {"fits": "green", "may fit": "yellow", "does not fit": "red"}[a.verdict]
+    colour = {"fits": "green", "may fit": "yellow", "may not fit": "yellow", "does not fit": "red"}[a.verdict]
     s.add_row("verdict", f"[{colour}]{a.verdict}[/]")
     out.print(s)
     if a.unsupported:

@@ -28,7 +28,13 @@ from .plan import ArenaPlan
 from .project_dir import OutputDir
 from .schedule import Schedule
 from .target.image import DEVICE_DIR
+from .target.link_use import LinkDoesNotFitError
 from .target.toolchain import FirmwareSizes
+
+
+# Plans again with the static RAM the linker measured (pool per region): one replan suffices, as the static RAM
+# does not depend on the plan; the second is a safety net.
+MAX_REPLANS = 2
 
 
 @dataclass
@@ -147,15 +153,19 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
         buffers, plan = plan_graph(graph, schedule, board, model.path.name, options.pool_per_region, budget, schedulers)
     with stage("kernels"):
         kernels = compile_kernels(graph)
-    with stage("C sources"):
-        sources = render_model(
+    board_image = board.device is not None and options.compile
+
+    def render_sources(plan: ArenaPlan) -> dict[str, str]:
+        return render_model(
             model_name=model.path.name, board=board, graph=graph, order=schedule.order,
             placements={name: (p.pool, p.offset) for name, p in plan.placements.items()},
             pools=[PoolLayout(name, size) for name, size in plan.pool_sizes.items()], lower_bound=plan.lower_bound,
             scheduler=schedule.scheduler, algorithm=plan.algorithm, kernels=kernels, input_infos=model.inputs,
             output_infos=model.outputs,
         )  # fmt: skip
-        board_image = board.device is not None and options.compile
+
+    with stage("C sources"):
+        sources = render_sources(plan)
         if options.profile or board_image:  # the board image carries its input too
             from .reference import seeded_inputs
 
@@ -163,25 +173,50 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
                 model.path.name, seeded_inputs(model.path, options.profile_seed), options.profile_seed)
     result = BuildResult(model.path, board, Path(out_dir), graph, schedule, plan, None)
 
+    def link_replanning(project: Path, image) -> None:
+        """Link; with pools per region, plan again with the static RAM the linker measured if the default
+        region overflowed (the first plan had only an estimate of it)."""
+        nonlocal plan, buffers
+        for replans in range(MAX_REPLANS + 1):
+            try:
+                result.sizes = _link(project, board, image, model.path.name)
+                return
+            except LinkDoesNotFitError as e:
+                static = e.default_static_bytes()
+                if not options.pool_per_region or static is None or replans == MAX_REPLANS:
+                    raise
+            buffers, plan = plan_graph(graph, schedule, board, model.path.name, True, budget, schedulers,
+                                       static_bytes=static)  # fmt: skip
+            result.plan = plan
+            sources.update(render_sources(plan))
+            _write_sources(project, sources, options.profile)
+            write_library(project, sources, board, model.path.name)
+
     def fill(project: Path) -> None:
         with stage("firmware"):
-            for name, text in sources.items():
-                if name != "profile_inputs.c" or options.profile:
-                    (project / name).write_text(text)
-            render_image(qemu_image(board, split_regions=options.pool_per_region, profile=options.profile), project)
+            _write_sources(project, sources, options.profile)
+            image = qemu_image(board, split_regions=options.pool_per_region, profile=options.profile)
+            render_image(image, project)
             write_library(project, sources, board, model.path.name)
             stack = None
             if options.compile:
-                result.sizes = _link(project, board, plan)
+                try:
+                    link_replanning(project, image)
+                except LinkDoesNotFitError as e:
+                    # --stack auto: the stack planned until compiling (budget.AUTO_STACK_PLANNED) may be what
+                    # overflows; the call graph comes from the compiler, so size it and link again: that link decides
+                    if options.stack != "auto" or e.use.flash_over > 0:
+                        raise
                 stack = _stack_bound(project, board)
                 _check_stack(options.stack, stack, "the firmware")
                 if options.stack == "auto":  # relink with the call graph's bound + margin (target/stack.py)
                     result.board = _auto_stack(project, board, stack, options.pool_per_region, options.profile)
-                    result.sizes = _link(project, result.board, plan)
+                    result.sizes = _link(project, result.board, dataclasses.replace(image, board=result.board),
+                                         model.path.name)  # fmt: skip
         device_sizes = None
         if board_image:
             with stage("board image"):
-                device_sizes = _link_device(project, board, plan, sources, options.stack)
+                device_sizes = _link_device(project, board, model.path.name, sources, options.stack)
         with stage("report"):
             info = collect_build_info(model, result.board, graph, schedule, plan, result.sizes, schedulers,
                                       stack_estimate=stack.bytes if stack else 0, seconds=0.0)  # fmt: skip
@@ -212,23 +247,38 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
     return result
 
 
-def _link(project: Path, board: Board, plan: ArenaPlan) -> FirmwareSizes:
-    """arm-none-eabi-gcc on the project; the linker's own does-not-fit ASSERTs become DoesNotFitError."""
+def _write_sources(project: Path, sources: dict[str, str], profile: bool) -> None:
+    """The model's C into the project; a file whose text is unchanged is not rewritten (make keeps its object)."""
+    for name, text in sources.items():
+        path = project / name
+        if (name != "profile_inputs.c" or profile) and not (path.is_file() and path.read_text() == text):
+            path.write_text(text)
+
+
+def _link(project: Path, board: Board, image, model_name: str) -> FirmwareSizes:
+    """arm-none-eabi-gcc on the image's project; when a region overflows, the linker's own figures (a probe link,
+    target/link_use.py) become a LinkDoesNotFitError naming the region and the bytes."""
+    from .target.link_use import measure
     from .target.toolchain import build_firmware
 
     try:
-        return build_firmware(project, board)
+        return build_firmware(project / image.subdir, board)
     except ToolchainError as e:
-        if "edgemem: " in str(e) and ("exceed" in str(e) or "does not fit" in str(e)):
-            raise DoesNotFitError(
-                f"the firmware does not fit board {board.name}: arena {plan.total_bytes:,} B + stack "
-                f"{board.stack_size:,} B + static data exceed its {board.ram_bytes:,} B of RAM or the image exceeds "
-                f"its {board.flash_bytes:,} B of flash. Linker said:\n{e}"
-            ) from e
-        raise
+        if not _overflowed(str(e)):
+            raise
+        failure = e
+    use = measure(project, image, board.stack_size)
+    error = LinkDoesNotFitError.from_use(use, board, model_name, image)
+    if error is None:  # the probe fits everywhere: an overflow it does not model; say what the linker said
+        raise DoesNotFitError(f"the firmware of {model_name} does not link for board {board.name}: {failure}") from failure
+    raise error
 
 
-def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, stack: int | str | None = None) -> FirmwareSizes:
+def _overflowed(text: str) -> bool:
+    return any(s in text for s in ("will not fit in region", "overflowed by", "edgemem: "))
+
+
+def _link_device(project: Path, board: Board, model_name: str, sources: dict, stack: int | str | None = None) -> FirmwareSizes:
     """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
     cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads); with
     ``stack`` "auto" its stack sized from its own call graph (its UART runtime differs from QEMU's), with a
@@ -239,14 +289,14 @@ def _link_device(project: Path, board: Board, plan: ArenaPlan, sources: dict, st
     image = device_image(board)
     render_image(image, project, sources=sources)
     device_dir = project / DEVICE_DIR
-    sizes = _link(device_dir, board, plan)
+    sizes = _link(project, board, image, model_name)
     _check_stack(stack, _stack_bound(device_dir, board), "the board image")
     if stack == "auto":
         from .target.stack import auto_stack_size, stack_bound
 
         size = auto_stack_size(stack_bound(device_dir, board.core.has_fpu))
         render_linker_script(image, project, stack_size=size)
-        sizes = _link(device_dir, dataclasses.replace(board, stack_size=size), plan)
+        sizes = _link(project, dataclasses.replace(board, stack_size=size), image, model_name)
     return sizes
 
 

@@ -157,3 +157,25 @@ def split_fc_model(how: str = "split", n: int = 2, seed: int = 0) -> bytes:
     out = mb.tensor("y", (1, 6), np.int8, mm.qparams([0.06], [-1]))
     mb.op(mm.OP.ADD, outs, [out], *mm.add_options(mm.ACT.NONE), version=2)
     return mb.serialize([x], [out])
+
+
+def pointwise_model(width: int, channels: int = 16, seed: int = 0) -> bytes:
+    """x[1,1,width,channels] -> CONV_2D 1x1 -> y of the same shape: input and output live together, so the
+    arena is 2 * width * channels bytes, a size a test can aim at a region's boundary."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem pointwise test")
+    x = mb.tensor("x", (1, 1, width, channels), np.int8, _Q)
+    y = _conv(mb, rng, "y", x, channels, channels, 1, (1, 1, width, channels))
+    return mb.serialize([x], [y])
+
+
+def dense_model(inputs: int, outputs: int, seed: int = 0) -> bytes:
+    """x[1,inputs] -> FULLY_CONNECTED -> y[1,outputs]: inputs * outputs bytes of weights (flash), little RAM."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem dense test")
+    x = mb.tensor("x", (1, inputs), np.int8, _Q)
+    wt = mb.const("fc/w", rng.integers(-127, 128, (outputs, inputs)).astype(np.int8), mm.qparams([0.004], 0))
+    bias = mb.const("fc/b", rng.integers(-500, 500, outputs).astype(np.int32), mm.qparams([0.004 * 0.05], 0))
+    y = mb.tensor("y", (1, outputs), np.int8, _Q)
+    mb.op(mm.OP.FULLY_CONNECTED, [x, wt, bias], [y], *mm.fully_connected_options(mm.ACT.NONE), version=4)
+    return mb.serialize([x], [y])

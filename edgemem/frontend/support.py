@@ -59,7 +59,7 @@ def unsupported_operators(model, op_names: list[str]) -> list[Unsupported]:
         if i in folded:
             continue
         op = sg.Operators(i)
-        kind = operand_type(sg, op, model)
+        kind = operand_type(sg, op, model, name)
         if not is_supported(name, kind, frontend_ops, operator_types(sg, op)):
             outs = [int(t) for t in indices(op.OutputsAsNumpy()) if t >= 0]
             found.append(Unsupported(i, name, kind, tensor_name(sg, outs[0]) if outs else "none"))

@@ -137,7 +137,11 @@ def _parsed(buf: bytes, path: str):
             raise ModelFileError(f"'{path}' holds no subgraph; the file is empty or truncated.")
         _check_references(model, len(buf), path)
         if model.SubgraphsLength() > 1:  # WHILE/IF with subgraphs: unrolled into one subgraph when static
-            return _parsed(_flattened(model, buf, path), path)
+            flat = _flattened(model, buf, path)
+            named = _parsed(flat, path)
+            start = flat.rfind(buf)  # the flattened model holds the file whole (control_flow._serialize)
+            named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
+            return named
         validate_model(model, path)  # reads options tables too, which a corrupt file can point anywhere
         return with_unique_names(buf, model)
     except EdgememError:
@@ -324,7 +328,7 @@ def _converter_class():
 
         def _dispatcher(self, name, fallback):
             def convert(op):
-                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model),
+                entry = ops_registry.find(name, ops_registry.operand_type(self.subgraph, op, self.model, name),
                                           ops_registry.operator_types(self.subgraph, op))
                 if entry is not None:
                     ret = entry.fn(ops_registry.OpContext(self, op, self._index_of[op._tab.Pos], name))

@@ -49,6 +49,31 @@ def mbqm64(acc, reduced, total_shift):
     return tirx.Cast("int32", (acc * _i64(reduced) + (one << (ts - one))) >> ts)
 
 
+def wrapped_offsets(bias, reduced, total_shift) -> tuple[np.ndarray, np.ndarray]:
+    """For transpose_conv's ``wrapping`` form: per channel K = (bias * reduced + 2^(total_shift - 1)) mod 2^64
+    (signed) split as K = hi * 2^total_shift + lo, 0 <= lo < 2^total_shift; returns (lo, hi) int64 [O]."""
+    lo, hi = [], []
+    for b, m, ts in zip(np.asarray(bias).reshape(-1), np.asarray(reduced).reshape(-1), np.asarray(total_shift).reshape(-1)):
+        k = (int(b) * int(m) + (1 << (int(ts) - 1))) % (1 << 64)
+        k -= (1 << 64) if k >= 1 << 63 else 0
+        hi.append(k >> int(ts))
+        lo.append(k - (hi[-1] << int(ts)))
+    return np.array(lo, np.int64), np.array(hi, np.int64)
+
+
+def mbqm64_wrapped(acc, lo, hi, total_shift):
+    """TFLM's int64 MultiplyByQuantizedMultiplier of acc + bias when that bias (an int32 one TFLM reads as int64)
+    leaves the +-2^47 it assumes: its compiled code wraps the sum and the product modulo 2^64, which C leaves
+    undefined. Here with ``acc * reduced`` (small) and the constants of wrapped_offsets: the exact quotient
+    q = ((acc * reduced + lo) >> ts) + hi is congruent modulo 2^(64 - ts) to TFLM's wrapped one, which lies in
+    [-2^(63 - ts), 2^(63 - ts)): q sign-extended from 64 - ts bits, then truncated to int32 as TFLM does."""
+    ts = _i64(total_shift)
+    one = tirx.const(1, "int64")
+    q = ((acc + lo) >> ts) + hi
+    half = one << (tirx.const(63, "int64") - ts)
+    return tirx.Cast("int32", ((q + half) & ((half << one) - one)) - half)
+
+
 def mbqm32(acc64, multiplier, shift):
     """The int32 (double-rounding) MultiplyByQuantizedMultiplier of ``acc64`` truncated to int32 first (TFLM's
     int32 accumulator); the left shift is done in int64 and truncated too (TFLM's int32 product wraps)."""
@@ -184,11 +209,13 @@ def fully_connected(batches: int, depth: int, units: int, bias_dtype: str | None
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 
-def transpose_conv(x_shape, w_shape, out_shape, stride, pad, bias_dtype: str | None, act):
+def transpose_conv(x_shape, w_shape, out_shape, stride, pad, bias_dtype: str | None, act, wrapping: bool = False):
     """TRANSPOSE_CONV 16x8: x [N, H, W, I] int16, weights [O, KH, KW, I] int8, optional bias [O] (int64, or
     int16 which TFLM widens to int64), mult/shift [O] (reduce_multipliers), out [N, OH, OW, O] int16. The int64
     sum of x * w over every (input pixel, filter tap) that lands on the output element (gathered as
-    kernels/matmul.transpose_conv does), bias, int64 MultiplyByQuantizedMultiplier, clamp; no zero points."""
+    kernels/matmul.transpose_conv does), bias, int64 MultiplyByQuantizedMultiplier, clamp; no zero points.
+    ``wrapping`` (a bias whose sum or product leaves int64 in TFLM): the bias parameter is replaced by the int64
+    lo, hi [O] of wrapped_offsets, and the requantization is mbqm64_wrapped."""
     n, h, w, c = (int(d) for d in x_shape)
     o, kh, kw, _ = (int(d) for d in w_shape)
     out_shape = tuple(int(d) for d in out_shape)
@@ -196,7 +223,8 @@ def transpose_conv(x_shape, w_shape, out_shape, stride, pad, bias_dtype: str | N
     ph, pw = pad
     x = te.placeholder((n, h, w, c), "int16", name="x")
     wt = te.placeholder((o, kh, kw, c), "int8", name="w")
-    bias = te.placeholder((o,), bias_dtype, name="bias") if bias_dtype else None
+    bias = te.placeholder((o,), bias_dtype, name="bias") if bias_dtype and not wrapping else None
+    lo, hi = (te.placeholder((o,), "int64", name=n) for n in ("lo", "hi")) if wrapping else (None, None)
     mult, shift = _requant_params(o)
     jh, jw = -(-kh // sh), -(-kw // sw)
     ry, rx, rc = te.reduce_axis((0, jh), "ry"), te.reduce_axis((0, jw), "rx"), te.reduce_axis((0, c), "rc")
@@ -212,11 +240,13 @@ def transpose_conv(x_shape, w_shape, out_shape, stride, pad, bias_dtype: str | N
     acc = te.compute(out_shape, acc_fn, name="acc")
 
     def out_fn(b, oy, ox, oc):
+        if wrapping:
+            return _clamp16(mbqm64_wrapped(acc[b, oy, ox, oc] * _i64(mult[oc]), lo[oc], hi[oc], shift[oc]), *act)
         v = acc[b, oy, ox, oc] + (tirx.Cast("int64", bias[oc]) if bias is not None else tirx.const(0, "int64"))
         return _clamp16(mbqm64(v, mult[oc], shift[oc]), *act)
 
     out = te.compute(out_shape, out_fn, name="out")
-    params = [x, wt] + ([bias] if bias is not None else []) + [mult, shift, out]
+    params = [x, wt] + ([bias] if bias is not None else []) + ([lo, hi] if wrapping else []) + [mult, shift, out]
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 

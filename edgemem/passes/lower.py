@@ -7,6 +7,7 @@ legalized and fused by TVM's own passes.
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 from ..kernels import kernel_attrs
@@ -68,12 +69,43 @@ def lower_to_kernels(mod: tvm.IRModule, op_labels: dict | None = None) -> tvm.IR
     """One kernel call per operator. ``op_labels`` (the frontend's Relax var -> "operator #i NAME (output 'x')")
     lets a refusal name the TFLite operator instead of a Relax variable."""
     try:
-        return integerize(mod) if _has_quantize(mod) or _has_int8_kernels(mod) else float_kernels(mod)
+        lowered = integerize(mod) if _has_quantize(mod) or _has_int8_kernels(mod) else float_kernels(mod)
+        _check_all_kernels(lowered, mod)
+        return lowered
     except UnsupportedModelError as exc:
         label = _operator_of(mod, getattr(exc, "relax_var", None), op_labels or {})
         if label is None:
             raise
         raise UnsupportedModelError(f"{label}: {exc}") from exc
+
+
+# Relax calls the graph reader takes: a kernel call, or a view of a tensor under another shape
+_KERNEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.reshape", "relax.squeeze", "relax.expand_dims")
+
+
+def _check_all_kernels(lowered: tvm.IRModule, frontend: tvm.IRModule) -> None:
+    """Refuse a Relax operator that lowering left as it is (TVM's legalization has no form for it, e.g. an NHWC
+    conv2d_transpose), naming the TFLite operator it came from rather than a Relax variable."""
+    for block in lowered["main"].body.blocks:
+        for b in block.bindings:
+            value = b.value
+            if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name not in _KERNEL_CALLS:
+                exc = UnsupportedModelError(f"TVM imports it as '{value.op.name}', which TVM cannot lower to a kernel here and "
+                                            "edgemem has no kernel of its own for. Replace the operator or file an issue for it.")
+                exc.relax_var = _counterpart(frontend, b.var, value)
+                raise exc
+
+
+def _counterpart(frontend: tvm.IRModule, var, call):
+    """The frontend's binding of the same Relax operator with the same attributes and result type as ``call``
+    (lowering renames the variables it keeps), or None."""
+    for block in frontend["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and v.op.same_as(call.op) and tvm_ffi.structural_equal(v.attrs, call.attrs) \
+                    and tvm_ffi.structural_equal(b.var.ty, var.ty):
+                return b.var
+    return None
 
 
 def _operator_of(mod: tvm.IRModule, var, labels: dict) -> str | None:

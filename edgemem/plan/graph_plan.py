@@ -13,9 +13,12 @@ from __future__ import annotations
 from ..errors import DoesNotFitError
 from . import ArenaPlan, Buffer, PlanError, Pool, check_plan, plan_arena
 
-# Room left in the default region for .data/.bss (runtime buffers, kernel constants) when planning
-# per-region pools; the linker's ASSERTs check the real figure.
+# Room left in the default region for .data/.bss (runtime buffers, kernels' and model's variables) when planning
+# per-region pools before the firmware is linked: an estimate. The build then links, and if the default region
+# overflows it plans again with the linker's figure (pipeline.py, target/link_use.py); a plan refused with the
+# estimate is tried again with none, so the estimate never refuses a model that fits.
 STATIC_RESERVE = 1024
+SECTION_ALIGN = 16  # the linker script's arena sections are ALIGN(16): a pool takes its size rounded up to this
 
 
 def graph_buffers(graph, schedule, align: int) -> list[Buffer]:
@@ -26,16 +29,17 @@ def graph_buffers(graph, schedule, align: int) -> list[Buffer]:
     return arena_buffers(graph, schedule.order, align)
 
 
-def board_pools(board, per_region: bool) -> list[Pool]:
-    """One pool over the default (merged, contiguous) RAM, or one pool per board RAM region."""
+def board_pools(board, per_region: bool, static_bytes: int = STATIC_RESERVE) -> list[Pool]:
+    """One pool over the default (merged, contiguous) RAM, or one pool per board RAM region; the default
+    region's pool has what the stack and ``static_bytes`` (.data, .bss, padding) leave."""
     if not per_region:
         return [Pool("arena", 1 << 40)]  # unbounded: the bytes needed are reported, then compared
     pools = []
     for r in board.ram:
         if not r.qemu:
             continue  # the image also runs under QEMU, which does not have this region
-        reserve = board.stack_size + STATIC_RESERVE if r is board.default_ram else 0
-        pools.append(Pool(r.name, r.size - reserve, r.speed))
+        reserve = board.stack_size + static_bytes if r is board.default_ram else 0
+        pools.append(Pool(r.name, max(0, r.size - reserve) // SECTION_ALIGN * SECTION_ALIGN, r.speed))
     return pools
 
 
@@ -44,16 +48,23 @@ def _tried(figures: dict) -> str:
 
 
 def plan_graph(graph, schedule, board, model_name: str, per_region: bool, ram_budget: int,
-               schedulers: dict | None = None) -> tuple[list[Buffer], ArenaPlan]:  # fmt: skip
+               schedulers: dict | None = None, static_bytes: int | None = None) -> tuple[list[Buffer], ArenaPlan]:  # fmt: skip
     """The arena plan of ``graph`` in ``schedule``'s order on ``board``, checked by the independent checker;
-    DoesNotFitError (with every order and placement tried) when it exceeds ``ram_budget``."""
+    DoesNotFitError (with every order and placement tried) when it exceeds ``ram_budget``. ``static_bytes``: the
+    static RAM the linker measured in the default region (None: not linked yet, STATIC_RESERVE, then none)."""
     buffers = graph_buffers(graph, schedule, board.arena_align)
-    pools = board_pools(board, per_region)
     orders = f"Operator orders tried (peak bytes): {_tried(schedulers or {})}."
-    try:
-        plan = plan_arena(buffers, pools)
-    except PlanError as e:
-        raise DoesNotFitError(f"{model_name} does not fit the RAM regions of board {board.name}: {e} {orders}") from e
+    for static in (STATIC_RESERVE, 0) if static_bytes is None else (static_bytes,):
+        pools = board_pools(board, per_region, static)
+        try:
+            plan = plan_arena(buffers, pools)
+            break
+        except PlanError as e:
+            error = e
+    else:
+        measured = "" if static_bytes is None else f" (the default region less the firmware's {static_bytes:,} B of static data)"
+        raise DoesNotFitError(
+            f"{model_name} does not fit the RAM regions of board {board.name}{measured}: {error} {orders}") from error
     if not per_region and plan.total_bytes > ram_budget:
         raise DoesNotFitError(
             f"{model_name} needs an arena of {plan.total_bytes:,} bytes (lower bound {plan.lower_bound:,} B "

@@ -8,7 +8,8 @@ What TFLM does, and so what these lowerings do:
   BATCH_MATMUL take the product of the float32 scales in float first (GetQuantizedConvolutionMultipler).
 - Accumulator: int64 with an int64 bias (the converter's), none, or for TRANSPOSE_CONV an int16 one; int32 for
   CONV_2D / FULLY_CONNECTED with an int32 bias (or none and quantized_bias_type INT32). DEPTHWISE_CONV_2D reads
-  its bias as int64 whatever its type, TRANSPOSE_CONV as int64 unless int16: other bias types are refused.
+  its bias as int64 whatever its type (other types refused), TRANSPOSE_CONV as int64 unless int16: an int32 one
+  is read as TFLM reads it, the model file's bytes from its start taken 8 at a time (_bias_read_as_int64).
 - Zero points: the int16 CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV kernels ignore all of them (the fused
   activation's clamp still takes the output zero point into account, as CalculateActivationRangeQuantized
   does); FULLY_CONNECTED subtracts the input's and adds the output's (and the weights' per tensor);
@@ -226,6 +227,32 @@ def fully_connected(ctx: OpContext):
 
 # ---------------------------------------------------------------- TRANSPOSE_CONV
 
+def _sum_bound(x_shape, w_shape, stride) -> int:
+    """A bound on |sum of x * w| at one TRANSPOSE_CONV output: its taps times 2^15 * 2^7."""
+    taps = -(-w_shape[1] // stride[0]) * -(-w_shape[2] // stride[1]) * x_shape[3]
+    return taps << 22
+
+
+def _fits_int64(bias, reduced, bound: int) -> bool:
+    """Whether (sum + bias) * reduced + rounding stays inside int64 for every channel (it does for any bias
+    the converter writes; an int32 bias read as int64 may not)."""
+    return all((abs(int(b)) + bound) * int(m) + (1 << 46) < 1 << 63 for b, m in zip(bias, reduced))
+
+
+def _bias_read_as_int64(ctx: OpContext, t, channels: int) -> np.ndarray:
+    """The bias TFLM's 16x8 TRANSPOSE_CONV uses when the file's is int32: it reads every bias that is not int16
+    through an int64 pointer (GetOptionalTensorData<int64_t>, no type check), so channel c gets the 8 bytes at
+    8 * c from the start of the bias data: two int32 values for the first half of the channels, then the bytes
+    that follow the bias in the model file (in flash on a device, and the same in TFLM's Python interpreter).
+    edgemem reads those bytes too; past the end of the file TFLM's read is undefined and the operator refused."""
+    raw = ctx.file_bytes(t, 8 * channels)
+    if raw is None:
+        ctx.refuse(f"its bias is int32 with {channels} values; TFLite Micro's int16 TRANSPOSE_CONV reads it as {channels} int64 "
+                   f"values, {8 * channels} bytes of which the last {4 * channels} lie past the end of the model file "
+                   "(an undefined read). Give the operator an int64 bias (the TFLite converter's for 16x8).")
+    return np.frombuffer(raw, "<i8").astype(np.int64)
+
+
 @lowering("TRANSPOSE_CONV", types=("int16",))
 def transpose_conv(ctx: OpContext):
     """Inputs: output shape (int32 constant), weights [O, KH, KW, I], input, optional bias."""
@@ -246,11 +273,18 @@ def transpose_conv(ctx: OpContext):
     same = opts is None or opts.Padding() == tflite.Padding.SAME
     pad = tuple(transpose_conv_padding(out_shape[i + 1], x_shape[i + 1], w_shape[i + 1], stride[i], same) for i in range(2))
     w, w_scales = _weights(ctx, w_t, w_shape[0], "output channel")
-    bias, bias_dtype = _bias(ctx, 3, w_shape[0], ("int64", "int16"))
+    bias, bias_dtype = _bias(ctx, 3, w_shape[0], ("int64", "int16", "int32"))
+    if bias_dtype == "int32":
+        bias, bias_dtype = _bias_read_as_int64(ctx, ctx.inputs[3], w_shape[0]), "int64"
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
-    prim = k.transpose_conv(x_shape, w_shape, out_shape, stride, pad, bias_dtype, act)
-    args = [ctx.expr(x), w] + ([_const(bias)] if bias is not None else []) + [mult, shift]
+    wrapping = bias is not None and not _fits_int64(bias, mult, _sum_bound(x_shape, w_shape, stride))
+    prim = k.transpose_conv(x_shape, w_shape, out_shape, stride, pad, bias_dtype, act, wrapping)
+    if wrapping:
+        biases = [_const(a) for a in k.wrapped_offsets(bias, mult, shift)]
+    else:
+        biases = [_const(bias)] if bias is not None else []
+    args = [ctx.expr(x), w] + biases + [mult, shift]
     macs = int(np.prod(x_shape)) * w_shape[0] * w_shape[1] * w_shape[2]
     return ctx.emit("TRANSPOSE_CONV", prim, args, out_shape, "int16", macs)
 

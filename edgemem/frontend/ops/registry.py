@@ -91,12 +91,20 @@ def operator_types(subgraph, op) -> OpTypes:
     return OpTypes(kinds(op.InputsAsNumpy() if op.InputsLength() else []), kinds(op.OutputsAsNumpy() if op.OutputsLength() else []))
 
 
-def operand_type(subgraph, op, model=None) -> str:
+# Operators whose activation input is not their first: TRANSPOSE_CONV's first input is its output shape (int32),
+# which a converter may compute at run time (SHAPE, PACK, ...) or make a model input; TFLM never reads it.
+_DATA_INPUT = {"TRANSPOSE_CONV": 2}
+
+
+def operand_type(subgraph, op, model=None, name: str | None = None) -> str:
     """The type an operator is classified by: its first non-constant input's, else its first input's, else its
-    first output's (TFLite names kernels by that type: an int8 ADD, a float32 TANH). Constants are told apart
-    only when ``model`` (whose buffers hold them) is given; TRANSPOSE_CONV's first input is its int32 shape."""
+    first output's (TFLite names kernels by that type: an int8 ADD, a float32 TANH); for an operator ``name`` of
+    _DATA_INPUT, that input's. Constants are told apart only when ``model`` (whose buffers hold them) is given."""
     inputs = [int(i) for i in (op.InputsAsNumpy() if op.InputsLength() else []) if i >= 0]
     outputs = [int(i) for i in (op.OutputsAsNumpy() if op.OutputsLength() else []) if i >= 0]
+    data = _DATA_INPUT.get(name)
+    if data is not None and op.InputsLength() > data and int(op.Inputs(data)) >= 0:
+        return _TFL_TYPES.get(subgraph.Tensors(int(op.Inputs(data))).Type(), "unknown")
     if model is not None:
         inputs = [i for i in inputs if not is_constant(model, subgraph.Tensors(i))] or inputs
     candidates = inputs or outputs
@@ -143,6 +151,19 @@ class OpContext:
         if not self.is_const(t):
             return None
         return np.asarray(self.conv.get_tensor_value(t)).reshape(self.shape(t))
+
+    def file_bytes(self, t, count: int) -> bytes | None:
+        """The ``count`` bytes of the model file from the start of constant ``t``'s data, past its end if asked
+        (what TFLM reads through a pointer of a wider type); None when they leave the file, or ``t`` is no
+        buffer of the file (a folded value)."""
+        if not self.is_const(t) or getattr(self.conv, "is_folded", lambda _: False)(t):
+            return None
+        tab = t.buffer._tab
+        start = tab.Vector(tab.Offset(4))  # Buffer.data, field 0
+        lo, hi = getattr(self.conv.model, "source", (0, len(tab.Bytes)))
+        if start < lo or start + count > hi:
+            return None
+        return bytes(tab.Bytes[start:start + count])
 
     def expr(self, t):
         """The Relax expression of a tensor: the producing kernel's output, a model input or a constant."""
