@@ -81,8 +81,10 @@ def measure(mod, align: int = 4, schedule_seconds: float = 0.5) -> dict:
 
     graph = read_graph(mod)
     figures = evaluate(mod, align, schedule_seconds, graph)
+    check()  # each step is linear in the kernels, a second or more on thousands of them under load
     figures["inplace_tensors"] = sum(1 for t in graph.tensors.values() if t.alias_of)
     figures["instructions"] = InstructionModel.load().predict_graph(graph)
+    check()
     return figures
 
 
@@ -91,15 +93,13 @@ def module_key(mod) -> Hashable:
     is hashed once per object (rewrite.function_hash: a pass rewrites main and adds a few kernels; the rest are
     its parent's objects, on mcunetv2_large's 300 kernels most of a whole-module hash). main is hashed with
     free variables mapped, under which a GlobalVar counts by its name, as in the whole-module hash."""
-    import tvm_ffi
-
-    from .rewrite import function_hash
+    from .rewrite import function_hash, main_hash
 
     kernels, main = [], None
     for gv, func in mod.functions.items():
         check()  # thousands of kernels: under the stage's deadline
         if gv.name_hint == "main":
-            main = tvm_ffi.structural_hash(func, map_free_vars=True)  # rewritten by nearly every pass
+            main = main_hash(func)
         else:
             kernels.append((gv.name_hint, function_hash(func)))
     return main, tuple(sorted(kernels))
@@ -430,7 +430,7 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
                 baselines: Iterable[str] = ALL_BASELINES, fixed_sequence: Iterable[str] = DEFAULT_SEQUENCE,
                 extra_baselines: Mapping[str, Callable] | None = None,
                 learn_all: bool = False, model_name: str | None = None, measure_fn: Callable | None = None, key_fn: Callable | None = None,
-                clock: Callable[[], float] = time.perf_counter, pareto: bool = False,
+                clock: Callable[[], float] = time.perf_counter, pareto: bool = False, started: float | None = None,
                 max_slowdown: float | None = None, fallbacks: Iterable[tuple[str, list]] = ()) -> Orchestration:  # fmt: skip
     """Search the best pass sequence for ``mod``; then the baselines on the same cache.
 
@@ -448,6 +448,7 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     (least arena, flash, MACs) between the search's best and the baselines.
     A pass with ``variants(mod)`` (a list of (label, transform)) enters the search as one move per variant of
     the input module, named ``pass[label]``.
+    ``started``: when the caller's stage began (time.perf_counter; default now): the deadline counts from it.
     ``fallbacks``: (name, [pass]) sequences adding work (a patch split, rematerialization), in order of more
     work; with ``pareto`` and ``target_bytes``, when no state reached fits, each is run from the input module
     (outside the time budget, like the baselines) until one fits, and competes under the objective."""
@@ -456,7 +457,8 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     t0 = clock()
     # the whole call bar the work-adding fallbacks, input measure and fixed sequence included, is cut at
     # BASELINE_GRACE x the budget (issue 30): on thousands of kernels either alone takes longer than the budget
-    with deadline(BASELINE_GRACE * time_budget):
+    since = 0.0 if started is None else time.perf_counter() - started
+    with deadline(BASELINE_GRACE * time_budget - since):
         if passes is None:
             from .catalogue import catalogue
 
