@@ -123,7 +123,8 @@ def test_the_memory_pass_stage_keeps_its_budget_on_a_long_chain(opt_seconds):
     900 kernels: within twice --opt-time and CUT_SLACK, whether the deadline cuts the input module's measure (0.1
     s), the fixed sequence or the search (the measure alone takes about 0.3 s of CPU, the fixed sequence about 2
     s: they ran whole, 3-6 s on a loaded machine). The module returned is one that was measured, with the figures
-    reported, or else the input module itself: never one a cut pass left half-rewritten."""
+    reported, or else, the input's measure cut, the fixed sequence's (applied first, unmeasured, as --opt-time 0
+    does) as far as it got: never one a cut pass left half-rewritten."""
     from edgemem.board import load_board
     from edgemem.budget import ram_budget
     from edgemem.passes.catalogue import evaluate
@@ -135,8 +136,9 @@ def test_the_memory_pass_stage_keeps_its_budget_on_a_long_chain(opt_seconds):
     out, report = optimize(mod, board, BuildOptions(opt_seconds=opt_seconds, schedule_seconds=2.0), ram_budget(board))
     seconds = time.perf_counter() - t0
     assert seconds <= 2 * opt_seconds + CUT_SLACK, f"{seconds:.1f} s, stopped: {report['stop']}"
-    if report["arena_bytes"] is None:  # the input's measure was cut: nothing else is known valid
-        assert out.same_as(mod) and report["sequence"] == [] and report["stop"] == "time"
+    if report["arena_bytes"] is None:  # the input's measure was cut: the fixed sequence as far as it got, unmeasured
+        assert report["stop"] == "time" and [s["pass"] for s in report["sequence"]] == list(DEFAULT_SEQUENCE[: len(report["sequence"])])
+        assert evaluate(out, board.arena_align, 2.0)["arena_bytes"] <= evaluate(mod, board.arena_align, 2.0)["arena_bytes"]
     else:
         assert evaluate(out, board.arena_align, 2.0)["arena_bytes"] == report["arena_bytes"]
         fixed = report["baselines"]["fixed"]["sequence"]  # what the fixed sequence applied before the deadline
@@ -229,3 +231,21 @@ def test_the_plan_check_agrees_with_every_pair_on_random_plans():
         else:
             check_plan(buffers, plan)
     assert 50 < broken < 350  # both kinds, many of each (331 broken with this seed)
+
+
+def test_a_refusal_after_the_fixed_sequence_was_cut_says_so(tmp_path):
+    """A 64-branch fan-out needs 512 B as imported and 256 B after edgemem's fixed sequence; under --ram for 384 B
+    and an --opt-time too short for the fixed sequence the plan refuses, and says the passes were cut and what to
+    do. --opt-time 0 (the fixed sequence whole) then builds."""
+    from long_models import fanout_model
+
+    from edgemem import pipeline
+    from edgemem.errors import DoesNotFitError
+
+    model = tmp_path / "fan.tflite"
+    model.write_bytes(fanout_model(64))
+    ram = 16 * 1024 + 384  # stm32f746's 16 KiB stack + 384 B
+    with pytest.raises(DoesNotFitError, match=r"stopped at --opt-time 0\.01 s before edgemem's fixed sequence ran whole .* --opt-time 0 "):
+        pipeline.build(model, "stm32f746", tmp_path / "cut", pipeline.BuildOptions(compile=False, opt_seconds=0.01, ram=ram))
+    whole = pipeline.build(model, "stm32f746", tmp_path / "whole", pipeline.BuildOptions(compile=False, opt_seconds=0, ram=ram))
+    assert whole.info.arena_bytes <= 384

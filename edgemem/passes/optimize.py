@@ -100,6 +100,10 @@ def _orchestrate(mod, board, options, ram_budget: int):
         _refuse_slowdown(result.pareto, ram_budget, bound)
     report = result.report()
     report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
+    fixed = [n for n in DEFAULT_SEQUENCE if n in {p.name for p in passes}]
+    done = result.baselines["fixed"]["sequence"] if "fixed" in result.baselines else [s["pass"] for s in report["sequence"]]
+    if len(done) < len(fixed):  # the stage's deadline cut the fixed sequence (issue 30): the plan's refusal says so
+        report["fixed_cut"] = fixed[len(done) :]
     return result.module, {**report, "baselines": result.baselines}
 
 

@@ -164,7 +164,7 @@ class Orchestration:
     fits: bool = True  # the chosen module's arena fits target_bytes (always True without a target)
 
     def report(self) -> dict:
-        return {**({"pareto": self.pareto} if self.pareto is not None else {}), "sequence": [s.to_json() for s in self.sequence], "arena_bytes": self.figures.get("arena_bytes"),
+        return {**({"pareto": self.pareto} if self.pareto is not None else {}), "sequence": [s.to_json() if isinstance(s, Step) else dict(s) for s in self.sequence], "arena_bytes": self.figures.get("arena_bytes"),
                 "source": self.source, "search_arena_bytes": self.search_figures.get("arena_bytes"),
                 "trials": self.trials, "trials_to_best": self.trials_to_best, "baseline_trials": self.baseline_trials,
                 "states": self.states, "stop": self.stop, "seconds": round(self.seconds, 3),
@@ -194,6 +194,7 @@ class _Search:
         self.best: _State | None = None
         self.trials_to_best = 0
         self.root_seconds = 0.0
+        self.premade: list = []  # (module, pass, its result): the fixed sequence's, made before any measure
 
     # applying a pass --------------------------------------------------------------------------------
     def apply(self, state: _State, name: str):
@@ -219,7 +220,8 @@ class _Search:
             self.extra_trials += 1
         try:
             with deadline(left):  # the pass's loops and the measure look at it (edgemem/timelimit.py)
-                mod = self.by_name[name](state.mod)
+                mod = self._premade(state.mod, name)
+                mod = self.by_name[name](state.mod) if mod is None else mod
                 key = self.key_fn(mod)
                 figures = state.figures if key == state.key else self.figures.get(key)
                 if figures is None:
@@ -230,6 +232,10 @@ class _Search:
             mod, key, figures = state.mod, state.key, None
         result = self.applied[(state.key, name)] = (mod, key, figures)
         return result
+
+    def _premade(self, parent, name: str):
+        """The module pass ``name`` made of ``parent`` before it was measured (_fixed_unmeasured), or None."""
+        return next((child for p, n, child in self.premade if n == name and p.same_as(parent)), None)
 
     def step(self, state: _State, name: str) -> _State | None:
         """``state`` after pass ``name`` as a detached state (not part of the search graph), None when the
@@ -465,11 +471,13 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
             passes = catalogue()
         passes = expand_variants(passes, mod)  # cut: no variant (as when they cannot be listed)
         search = _Search(passes, table, measure_fn, key_fn, clock, time_budget, max_trials, seed, learn_all)
+        baselines = list(baselines)
+        # the fallback first, unmeasured (as --opt-time 0 runs it): what the stage returns if cut before any measure
+        last, applied = _fixed_unmeasured(search, mod, fixed_sequence) if "fixed" in baselines else (mod, [])
         try:
             search.measure_root(mod)
         except TimeUp:
-            return _unmeasured(mod, clock() - t0, len(table.models))
-        baselines = list(baselines)
+            return _unmeasured(last, applied, clock() - t0, len(table.models))
         fixed = _fixed_first(search, fixed_sequence) if "fixed" in baselines else None
         target = None if target_bytes is None else target_bytes * (1 - margin)
         stop = search.run(target)
@@ -522,9 +530,9 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
 
 def _fixed_first(search: _Search, fixed_sequence) -> tuple[_State, list]:
     """The fixed sequence from the input module, before the search: what the build falls back to, given the
-    whole stage's time rather than what a search left of it (cut, the passes applied by then). The search then
-    finds its applications in the cache, and its own budget counts without them (as when the fixed sequence ran
-    after it: the stage's deadline still holds)."""
+    whole stage's time rather than what a search left of it (cut, the passes applied by then), its modules made
+    already (_fixed_unmeasured). The search then finds its applications in the cache, and its own budget counts
+    without them (as when the fixed sequence ran after it: the stage's deadline still holds)."""
     search.fallback, search.budgeted = True, False
     t0 = search.clock()
     try:
@@ -534,9 +542,30 @@ def _fixed_first(search: _Search, fixed_sequence) -> tuple[_State, list]:
         search.start += search.clock() - t0
 
 
-def _unmeasured(mod, seconds: float, table_models: int) -> Orchestration:
-    """The input module as it is: the stage's deadline cut its first measure (nothing else is known valid)."""
-    return Orchestration(module=mod, figures={}, sequence=[], source="input (its measure ran out of time)",
+def _fixed_unmeasured(search: _Search, mod, fixed_sequence) -> tuple[Any, list]:
+    """The fixed sequence applied to ``mod`` without a measure, until the deadline: the last module and [(pass,
+    changed)]. A pass that fails is left out, as a failing trial. The modules are kept for the search's apply, and
+    the search's budget counts without this time."""
+    cur, applied, t0 = mod, [], search.clock()
+    for name in (n for n in fixed_sequence if n in search.by_name):
+        try:
+            new = search.by_name[name](cur)
+        except TimeUp:
+            break
+        except Exception:  # noqa: BLE001 - not applicable here (the measured run finds it failing too)
+            continue
+        search.premade.append((cur, name, new))
+        applied.append((name, not new.same_as(cur)))
+        cur = new
+    search.start += search.clock() - t0
+    return cur, applied
+
+
+def _unmeasured(mod, applied: list, seconds: float, table_models: int) -> Orchestration:
+    """The stage's deadline cut the input module's first measure: the fixed sequence's module as far as it got
+    (what --opt-time 0 returns, or a prefix of it), each pass as changed or not, nothing measured."""
+    sequence = [{"name": name, "changed": changed} for name, changed in applied]
+    return Orchestration(module=mod, figures={}, sequence=sequence, source="the fixed sequence, unmeasured (out of time)",
                          search_figures={}, trials=0, trials_to_best=0, baseline_trials=0, states=0, stop="time",
                          seconds=seconds, baselines={}, observations=EffectTable(), table_models=table_models)  # fmt: skip
 

@@ -157,6 +157,7 @@ class _Builder:
         self._bb = relax.BlockBuilder()
         self._old: dict = {}
         for gv, f in kernels.items():
+            check()  # the first hash of each kernel: thousands on a long model
             self._bb.get_unique_name(gv.name_hint)
             self._old.setdefault(function_hash(f), []).append((gv, f))
 
