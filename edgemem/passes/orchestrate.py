@@ -235,7 +235,7 @@ class _Search:
 
     def _premade(self, parent, name: str):
         """The module pass ``name`` made of ``parent`` before it was measured (_fixed_unmeasured), or None."""
-        return next((child for p, n, child in self.premade if n == name and p.same_as(parent)), None)
+        return next((child for p, n, child in self.premade if n == name and p is parent), None)
 
     def step(self, state: _State, name: str) -> _State | None:
         """``state`` after pass ``name`` as a detached state (not part of the search graph), None when the
@@ -555,7 +555,7 @@ def _fixed_unmeasured(search: _Search, mod, fixed_sequence) -> tuple[Any, list]:
         except Exception:  # noqa: BLE001 - not applicable here (the measured run finds it failing too)
             continue
         search.premade.append((cur, name, new))
-        applied.append((name, not new.same_as(cur)))
+        applied.append((name, not (new.same_as(cur) if hasattr(new, "same_as") else new == cur)))
         cur = new
     search.start += search.clock() - t0
     return cur, applied
