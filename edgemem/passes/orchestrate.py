@@ -18,10 +18,11 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 
 Time (issue 30: on a module of thousands of kernels one trial can take minutes): the whole call runs under a
 deadline (edgemem/timelimit.py) at BASELINE_GRACE x ``time_budget`` that the passes' binding loops, the graph
-reader and the measure's schedulers look at. The input module is measured first (cut there: the input module is
-returned as it is, unmeasured), then the fixed sequence runs, the build's fallback (cut: the passes applied by
-then), then the search: no trial starts after ``time_budget`` (the fixed sequence's time not counted) and each is
-cut at TRIAL_GRACE x the budget (a cut trial is dropped); then the other baselines (TVM's pipeline, skipped when predicted longer than what is left;
+reader and the measure's schedulers look at. The fixed sequence, the build's fallback, runs first without a
+measure (as --opt-time 0 runs it: cut before the input's measure ends, the stage returns it as far as it got),
+then the input module is measured, then the fixed sequence's modules, then the search: no trial starts after
+``time_budget`` (the fixed sequence's time not counted) and each is cut at TRIAL_GRACE x the budget (a cut trial
+is dropped); then the other baselines (TVM's pipeline, skipped when predicted longer than what is left;
 benchmarks' own). Only the work-adding fallbacks, run when nothing reached fits, are not cut: without them the
 build would be refused.
 
