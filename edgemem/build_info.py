@@ -16,6 +16,9 @@ from pathlib import Path
 from .errors import EdgememError
 
 BUILD_INFO = "edgemem.json"  # the report's file name in a build directory
+# The version of the JSON edgemem writes (edgemem.json, profile.json, every --json), its top-level "schema": raised
+# when a field is removed or changes meaning (README "JSON output"), not when one is added (readers ignore unknown keys).
+JSON_SCHEMA = 1
 
 
 @dataclass
@@ -61,7 +64,8 @@ class BuildInfo:
     planner: str = ""  # the placement that won
     planners_tried: dict[str, int] = field(default_factory=dict)
     weights_bytes: int = 0
-    state_bytes: int = 0  # kept across runs (.data), outside the arena
+    state_bytes: int = 0  # kept across runs (.data), outside the arena: recurrent state and resource variables
+    variables: list[dict] = field(default_factory=list)  # the resource variables (name, shape, dtype, bytes)
     stack_reserved_bytes: int = 0
     stack_estimate_bytes: int = 0
     board_ram_bytes: int = 0
@@ -105,10 +109,17 @@ class BuildInfo:
             if value is None and f.name in _OPTIONAL:
                 continue
             d[f.name] = [dataclasses.asdict(t) for t in value] if f.name in ("inputs", "outputs") else value
-        return {**d, **self.extra}
+        return {"schema": JSON_SCHEMA, **d, **self.extra}
 
     @classmethod
     def from_json(cls, d: dict) -> BuildInfo:
+        """The report as written by this or an older edgemem (no "schema": before it was recorded); a newer
+        schema, whose fields may mean something else, is refused."""
+        d = dict(d)
+        schema = d.pop("schema", JSON_SCHEMA)
+        if not isinstance(schema, int) or schema > JSON_SCHEMA:
+            raise ValueError(f"JSON schema {schema!r}, newer than the {JSON_SCHEMA} this edgemem reads: written by a "
+                             "newer edgemem; upgrade edgemem")  # fmt: skip
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known = {k: v for k, v in d.items() if k in names}
         known["inputs"] = [TensorSpec.from_json(t) for t in d.get("inputs", [])]
@@ -186,7 +197,9 @@ def collect_build_info(model, board, graph, schedule, plan, sizes, schedulers: d
         planner=plan.algorithm, planners_tried=dict(plan.tried),
         arena_bytes=plan.total_bytes, arena_pools=dict(plan.pool_sizes), lower_bound_bytes=plan.lower_bound,
         weights_bytes=sum(t.nbytes for t in graph.constants()),
-        state_bytes=sum(t.nbytes for t in graph.states()),
+        state_bytes=sum(t.nbytes for t in graph.states()) + sum(v.initial.nbytes for v in getattr(model, "variables", ())),
+        variables=[{"name": v.name, "shape": list(v.initial.shape), "dtype": str(v.initial.dtype), "bytes": int(v.initial.nbytes)}
+                   for v in getattr(model, "variables", ())],
         stack_reserved_bytes=sizes.stack_bytes if sizes is not None else board.stack_size,
         stack_estimate_bytes=stack_estimate,
         board_ram_bytes=board.ram_bytes, board_flash_bytes=board.flash_bytes,

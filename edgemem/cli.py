@@ -1,7 +1,8 @@
 """The `edgemem` command: arguments in, one pipeline call, a report out. Nothing else lives here.
 
 Every command runs under ``@_errors``: an EdgememError becomes one `error:` paragraph and its exit code, any
-other exception an `internal error:` line (the traceback only with --debug), never a half-written output.
+other exception an `internal error:` line (the traceback only with --debug), never a half-written output. Under
+--json every output, a failure's too, is one JSON object on stdout with a top-level "schema" (README "JSON output").
 """
 
 from __future__ import annotations
@@ -13,23 +14,45 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
-from .build_info import BuildInfo
-from .errors import EdgememError
+from .build_info import JSON_SCHEMA, BuildInfo
+from .errors import KINDS, DeviceError, DoesNotFitError, EdgememError, UnsupportedModelError
 from .project_dir import Interrupted
 from .sizes import parse_size
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Deploy a .tflite model to a microcontroller in the least RAM.")
+
+class _Commands(TyperGroup):
+    """edgemem's commands. A usage error (unknown option, bad value, missing argument) is reported by typer before
+    the command runs, so ``@_errors`` never sees it: under --json it also gets its JSON error on stdout here."""
+
+    def main(self, args=None, *rest, **kwargs):
+        argv = list(sys.argv[1:] if args is None else args)
+        given = argv[: argv.index("--")] if "--" in argv else argv  # after "--" only arguments (a file "--json")
+        _ARGV["json"] = "--json" in given
+        return super().main(argv, *rest, **kwargs)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except typer.TyperException as exc:  # typer's UsageError and its subclasses (BadParameter, NoSuchOption)
+            if _ARGV["json"] and hasattr(exc, "format_message"):
+                _json_error(getattr(exc, "exit_code", 2), exc.format_message())
+            raise
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Deploy a .tflite model to a microcontroller in the least RAM.")
 out = Console()
 err = Console(stderr=True)
 
 _DEBUG = {"on": False}
+_ARGV = {"json": False}  # --json among the arguments of this invocation (_Commands.main)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but newline and tab: ANSI escapes, bells, CR
 
 
@@ -39,25 +62,40 @@ def _text(value) -> str:
     return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02X}", str(value)))
 
 
-def _fail(exc: BaseException) -> None:
-    """One paragraph and a distinct exit code; the traceback only with --debug."""
+def _fail(exc: BaseException, as_json: bool = False) -> None:
+    """One paragraph and a distinct exit code (and, with --json, the JSON error); the traceback only with --debug."""
     if _DEBUG["on"]:
         raise exc
     if isinstance(exc, EdgememError):
-        # escaped: messages quote key paths ("[core].cpu") and user values, which rich would read as markup
-        err.print(f"[bold red]error:[/] {_text(exc)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(exc.exit_code)
-    err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {_text(exc)}. This is a bug in edgemem; "
-              "rerun with --debug for the traceback and report it.", highlight=False, soft_wrap=True)  # fmt: skip
+        _refuse(exc, as_json)
+    message = f"{type(exc).__name__}: {exc}. This is a bug in edgemem; rerun with --debug for the traceback and report it."
+    if as_json:
+        _json_error(1, f"internal error: {message}")
+    err.print(f"[bold red]internal error:[/] {_text(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 
-def _interrupted(exc: BaseException) -> None:
+def _refuse(exc: EdgememError, as_json: bool = False) -> None:
+    """Exit with ``exc``'s code after its paragraph on stderr (and, with --json, its JSON error on stdout)."""
+    if as_json:
+        _json_error(exc.exit_code, str(exc))
+    _say(exc)
+    raise typer.Exit(exc.exit_code)
+
+
+def _say(exc: EdgememError) -> None:
+    # escaped: messages quote key paths ("[core].cpu") and user values, which rich would read as markup
+    err.print(f"[bold red]error:[/] {_text(exc)}", highlight=False, soft_wrap=True)
+
+
+def _interrupted(exc: BaseException, as_json: bool = False) -> None:
     """Stopped by a signal: say so (the output directory is never half-written: project_dir.OutputDir)."""
     signum = getattr(exc, "signum", signal.SIGINT)
-    err.print(f"[bold red]interrupted[/] ({signal.Signals(signum).name}): stopped; an output directory being "
-              "written was left as it was before (or, if the signal came as it was swapped in, complete).",
-              highlight=False, soft_wrap=True)  # fmt: skip
+    message = (f"interrupted ({signal.Signals(signum).name}): stopped; an output directory being written was left as "
+               "it was before (or, if the signal came as it was swapped in, complete).")  # fmt: skip
+    if as_json:
+        _json_error(128 + signum, message)
+    err.print(f"[bold red]interrupted[/]{_text(message.removeprefix('interrupted'))}", highlight=False, soft_wrap=True)
     raise typer.Exit(128 + signum)
 
 
@@ -66,16 +104,39 @@ def _errors(command):
 
     @functools.wraps(command)
     def guarded(*args, **kwargs):
+        as_json = bool(kwargs.get("as_json"))
         try:
             return command(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except (KeyboardInterrupt, Interrupted) as exc:  # SIGINT/SIGTERM: a message and 128 + the signal
-            _interrupted(exc)
+            _interrupted(exc, as_json)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one message
-            _fail(exc)
+            _fail(exc, as_json)
 
     return guarded
+
+
+def _error_fields(exit_code: int, message: str) -> dict:
+    """The "error" of a JSON output: the exit code, its kind (errors.KINDS; 128 + N: a signal) and the paragraph."""
+    kind = KINDS.get(exit_code, "interrupted" if exit_code > 128 else "error")
+    return {"exit_code": exit_code, "kind": kind, "message": message}
+
+
+def _json_error(exit_code: int, message: str) -> None:
+    _json({"error": _error_fields(exit_code, message)})
+
+
+def _finish(result: dict, as_json: bool, show: Callable[[], None], failure: EdgememError | None = None) -> None:
+    """A command's result: one JSON object on stdout (with its "error" when the verdict is a failure) or the
+    tables (``show``); then a failure's paragraph on stderr and its exit code."""
+    if as_json:
+        _json({**result, **({"error": _error_fields(failure.exit_code, str(failure))} if failure else {})})
+    else:
+        show()
+    if failure is not None:
+        _say(failure)
+        raise typer.Exit(failure.exit_code)
 
 
 class _StageStatus:
@@ -105,8 +166,19 @@ class _StageStatus:
             self.status.stop()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .version import package_version
+
+        sys.stdout.write(f"edgemem {package_version()}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks.")) -> None:
+def main(
+    debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version, help="Print edgemem's version and exit."),
+) -> None:
     _DEBUG["on"] = debug
 
 
@@ -223,7 +295,27 @@ def _print_run(res: dict) -> None:
     t.add_row("total RAM used", f"{res['total_ram_bytes']:,} B")
     t.add_row("instructions per inference", f"{res['instructions']:,}")
     t.add_row(*_oracle_verdict(res))
+    if "invocations" in res:
+        runs = res["invocations"]
+        same = sum(bool(inv["matches_reference"]) and inv["status"] == 0 for inv in runs)
+        exact = sum(bool(inv["bit_exact"]) for inv in runs)
+        t.add_row(f"{len(runs)} invocations in a row", f"{same} match TFLite Micro invoked {len(runs)} times ({exact} bit-exact)")
     out.print(t)
+
+
+def _run_invocations(project: Path, info, res: dict, inputs, seed: int, n: int) -> dict:
+    """``edgemem run --invocations N``: the sequence's verdicts next to the single run's (device_run.run_sequence);
+    the run matches only if every invocation does."""
+    from .device_run import run_sequence
+    from .reference import seeded_inputs
+
+    sets = [inputs] * n if inputs is not None else [seeded_inputs(info.model, seed + k) for k in range(n)]
+    seq = run_sequence(project, sets)
+    res["invocations"] = [{k: v for k, v in inv.items() if k != "output_arrays"} for inv in seq["invocations"]]
+    if not seq["matches_reference"]:
+        res["matches_reference"] = False
+        res["max_abs_diff"] = max(inv["max_abs_diff"] for inv in seq["invocations"])
+    return res
 
 
 def _oracle_verdict(res: dict) -> tuple[str, str]:
@@ -257,7 +349,9 @@ def _print_symbolic(info: dict, out_dir: Path) -> None:
 
 
 def _json(obj: dict) -> None:
-    sys.stdout.write(json.dumps({k: v for k, v in obj.items() if k != "output_arrays"}, indent=2) + "\n")
+    """The one JSON object of a --json run, with the schema version first (README "JSON output")."""
+    obj = {"schema": JSON_SCHEMA, **{k: v for k, v in obj.items() if k != "output_arrays"}}
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
 
 
 def _pass_names(text: Optional[str]) -> tuple[str, ...] | None:
@@ -276,8 +370,8 @@ def build(
     pool_per_region: bool = typer.Option(False, "--pool-per-region", help="Plan each board RAM region (DTCM, SRAM1, ...) as its own arena pool, fast ones first."),
     schedule_time: float = typer.Option(2.0, "--schedule-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the operator schedulers may take."),
     opt_time: Optional[float] = typer.Option(None, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
-    minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10 %% to spare (e.g. to take inplace_overlap)."),
-    max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", parser=_percent, metavar="PCT", help="Take the least arena among the memory-pass sequences predicted at most PCT %% slower than the fastest one found (default: the fastest that fits the RAM budget; --minimize: any slowdown)."),
+    minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10% to spare (e.g. to take inplace_overlap)."),
+    max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", parser=_percent, metavar="PCT", help="Take the least arena among the memory-pass sequences predicted at most PCT% slower than the fastest one found (default: the fastest that fits the RAM budget; --minimize: any slowdown)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
@@ -287,26 +381,32 @@ def build(
     dim: list[str] = typer.Option([], "--dim", help="Symbolic dimension NAME=LO..HI (the model's -1 dims, else its batch dim): schedule and plan once for the whole range, report the largest value that fits, write the plan's offsets as C; no firmware (so not with --run, --profile, --passes, --opt-time, --minimize, --max-slowdown, --pool-per-region, --stack or --input outside)."),
 ) -> None:
     """Import, lower, schedule, plan, generate C and build the firmware."""
+    from .project_dir import check_replaceable
+
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
     if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
         _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None, minimize=minimize,
                          max_slowdown=max_slowdown is not None,
                          pool_per_region=pool_per_region, stack=stack is not None,
                          input=_input_outside(input_where))  # fmt: skip
+        check_replaceable(out_dir, force, model)  # before importing TVM, which alone takes seconds
         from .symbolic import plan_for_range
 
         info = plan_for_range(model, board, dim, ram=ram, flash=flash, schedule_seconds=schedule_time, overwrite=force,
                               out_dir=out_dir)  # fmt: skip
         _json(info) if as_json else _print_symbolic(info, out_dir)
         return
+    _check_objective(max_slowdown, minimize=minimize, passes=passes is not None, fixed=opt_time == 0)
+    outside = _input_outside(input_where)
+    # Refused at once, before importing TVM (seconds): pipeline.build checks again as it locks the directory.
+    check_replaceable(out_dir, force, model)
     from . import pipeline
 
-    _check_objective(max_slowdown, minimize=minimize, passes=passes is not None, fixed=opt_time == 0)
     options = pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                                     schedule_seconds=schedule_time, profile=profile, passes=_pass_names(passes),
                                     opt_seconds=5.0 if opt_time is None else opt_time, stack=stack,
                                     opt_margin=1.0 if minimize else 0.1, max_slowdown=math.inf if minimize else max_slowdown,
-                                    input_outside=_input_outside(input_where))  # fmt: skip
+                                    input_outside=outside)  # fmt: skip
     with _StageStatus(err, quiet=as_json) as status:
         result = pipeline.build(model, board, out_dir, options, observer=status)
         res = None
@@ -319,17 +419,18 @@ def build(
                 res = profiling.profile(out_dir) if profile else run_on_device(out_dir)
             if profile:
                 _refresh_report(out_dir, res)
-    if as_json:
-        _json({**result.info.to_json(), "project": str(out_dir), **({"run": {k: v for k, v in res.items() if k != "output_arrays"}} if res else {})})
-    else:
+    ran = {"run": {k: v for k, v in res.items() if k not in ("output_arrays", "schema")}} if res else {}
+
+    def show() -> None:
         out.print(f"project written to [bold]{_text(out_dir)}[/] (firmware.elf, model.c/.h, Makefile)")
         _print_build(result.info)
         if res and profile:
             _print_profile(res)
         elif res:
             _print_run(res)
-    if res:
-        _exit_on_verdict(res, profiled=profile)
+
+    _finish({**result.info.to_json(), "project": str(out_dir), **ran}, as_json, show,
+            _verdict_error(res, profiled=profile) if res else None)  # fmt: skip
 
 
 def _input_outside(where: str) -> bool:
@@ -374,6 +475,7 @@ def run(
     save_output: list[Path] = typer.Option([], "--save-output", help="Save the device's output as .npy (once per output)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random input used when no --input is given."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the report."),
+    invocations: int = typer.Option(1, "--invocations", min=1, max=10_000, help="Also run N invocations in a row, no reset in between (a stateful model's state carries), on seeds SEED..SEED+N-1 (or the --input N times), each compared with one TFLite Micro interpreter invoked N times."),
 ) -> None:
     """Run a built firmware under QEMU with the board's RAM enforced; compare with TFLite Micro."""
     import numpy as np
@@ -385,13 +487,11 @@ def run(
     if inputs is not None and len(inputs) != len(info.inputs):
         raise EdgememError(f"the model has {len(info.inputs)} input(s) but {len(inputs)} --input file(s) were given.")
     res = run_on_device(project, inputs, seed=seed)
+    if invocations > 1:
+        res = _run_invocations(project, info, res, inputs, seed, invocations)
     for path, arr in zip(save_output, res["output_arrays"]):
         np.save(path, arr)
-    if as_json:
-        _json(res)
-    else:
-        _print_run(res)
-    _exit_on_verdict(res, profiled=False)
+    _finish(res, as_json, lambda: _print_run(res), _verdict_error(res, profiled=False))
 
 
 @app.command("profile")
@@ -409,33 +509,28 @@ def profile_cmd(
     from . import profiling
 
     _check_board(project, board)
-    res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save)
+    with _Progress(err, "profiling") as progress:
+        res = profiling.profile(project, port=port, baud=baud, timeout_s=timeout, save=save, progress=progress.reached)
     _refresh_report(project, res)
-    if as_json:
-        _json(res)
-    else:
-        _print_profile(res)
-    _exit_on_verdict(res, profiled=True)
+    _finish(res, as_json, lambda: _print_profile(res), _verdict_error(res, profiled=True))
 
 
-def _exit_on_verdict(res: dict, *, profiled: bool) -> None:
-    """After the table: exit 7 if a profiled arena differs from the plan, 8 if the outputs differ from the
-    oracle (as `edgemem validate`), each with one paragraph on stderr."""
+def _verdict_error(res: dict, *, profiled: bool) -> EdgememError | None:
+    """What fails a device run, after its table: a profiled arena that differs from the plan (exit 7), outputs
+    that differ from the oracle (exit 8, as `edgemem validate`); None when it passed."""
     from .validate import MismatchError
 
     if profiled and not res["arena_matches_plan"]:
-        err.print(f"[bold red]error:[/] the measured arena high-water ({res['arena_high_water_bytes']:,} B) differs from "
-                  f"the plan ({res['arena_bytes']:,} B) at some step (MISMATCH rows above): the firmware does not use "
-                  "memory as planned. Rebuild the project; if it persists, report it with the model.",
-                  highlight=False, soft_wrap=True)  # fmt: skip
-        raise typer.Exit(7)
+        return DeviceError(f"the measured arena high-water ({res['arena_high_water_bytes']:,} B) differs from the plan "
+                           f"({res['arena_bytes']:,} B) at some step (MISMATCH rows of the profile): the firmware does not "
+                           "use memory as planned. Rebuild the project; if it persists, report it with the model.")  # fmt: skip
     if res["matches_reference"] is False:
         label, _ = _oracle_verdict(res)
-        err.print(f"[bold red]error:[/] the device's outputs of {_text(Path(res['model']).name)} on {_text(res['board'])} differ from "
-                  f"the oracle ({label.removeprefix('vs ')}): max |diff| {res['max_abs_diff']}, beyond what is tolerated. "
-                  "The firmware computes something else: rebuild it from the model (`edgemem build --force`) and, if it "
-                  "persists, report it with the model and this run's --json.", highlight=False, soft_wrap=True)  # fmt: skip
-        raise typer.Exit(MismatchError.exit_code)
+        return MismatchError(f"the device's outputs of {Path(res['model']).name} on {res['board']} differ from the oracle "
+                             f"({label.removeprefix('vs ')}): max |diff| {res['max_abs_diff']}, beyond what is tolerated. "
+                             "The firmware computes something else: rebuild it from the model (`edgemem build --force`) "
+                             "and, if it persists, report it with the model and this run's --json.")  # fmt: skip
+    return None
 
 
 def _refresh_report(project: Path, profile: dict) -> None:
@@ -469,14 +564,32 @@ def analyze(
     options = BuildOptions(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
                            passes=_pass_names(passes), stack=stack)  # fmt: skip
     a = run_analysis(model, board, ram, flash, options)
-    if as_json:
-        _json(a.to_json())
-    else:
-        _print_analysis(a)
+    _finish(a.to_json(), as_json, lambda: _print_analysis(a), _analysis_error(a))
+
+
+def _analysis_error(a) -> EdgememError | None:
+    """The analysis's failing verdict: an operator without a kernel (exit 4), a model that cannot fit (exit 5)."""
+    name = Path(a.model).name
     if a.unsupported:
-        raise typer.Exit(4)
-    if a.verdict == "does not fit":
-        raise typer.Exit(5)
+        return UnsupportedModelError(f"{name}: edgemem has no kernel for {len(a.unsupported)} operator(s) of this model: "
+                                     f"{'; '.join(a.unsupported)}, so `edgemem build` refuses it. Replace these layers in "
+                                     "the model (or convert it with other types), or file an issue naming them.")  # fmt: skip
+    if a.verdict != "does not fit":
+        return None
+    budget = f"the {a.ram_budget_bytes:,} B of RAM left for the arena ({a.board_ram_bytes:,} B less a {a.stack_bytes:,} B stack)"
+    low = max(a.weights_bytes, a.flash_range_bytes[0])
+    if low > a.board_flash_bytes:
+        need = (f"its image needs at least {low:,} B of flash (weights {a.weights_bytes:,} B, plus the code's low "
+                f"estimate), more than the board's {a.board_flash_bytes:,} B")  # fmt: skip
+    elif a.ram_floor_bytes > a.ram_budget_bytes:
+        need = (f"it needs at least {a.ram_floor_bytes:,} B of arena (its RAM floor, at operator #{a.ram_floor_operator}, "
+                f"whatever the order or memory passes), more than {budget}")  # fmt: skip
+    elif a.arena_bytes is not None and a.arena_bytes > a.ram_budget_bytes:
+        need = f"the arena edgemem plans for it is {a.arena_bytes:,} B (memory passes included), more than {budget}"
+    else:
+        need = f"no arena fits {budget} ({a.plan_note.rsplit('; ', 1)[-1]})"
+    return DoesNotFitError(f"{name} cannot fit board {a.board}: {need}. Use a board with more memory or a smaller model "
+                           "(--ram/--flash judge against another budget).")  # fmt: skip
 
 
 def _print_analysis(a) -> None:
@@ -520,8 +633,6 @@ def _print_analysis(a) -> None:
     colour = {"fits": "green", "may fit": "yellow", "may not fit": "yellow", "does not fit": "red"}[a.verdict]
     s.add_row("verdict", f"[{colour}]{a.verdict}[/]")
     out.print(s)
-    if a.unsupported:
-        err.print(f"[bold red]no kernel for {len(a.unsupported)} operator(s):[/] " + _text("; ".join(a.unsupported)), highlight=False, soft_wrap=True)
 
 
 @app.command("report")
@@ -631,19 +742,54 @@ def validate(
     from .validate import MismatchError, mismatch_message, validate as run_validation
 
     _check_board(project, board)
-    report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact)
-    if as_json:
-        _json(report)
-    else:
-        _print_validation(report)
-    if not report["all_match"]:
-        err.print(f"[bold red]error:[/] {_text(mismatch_message(report))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(MismatchError.exit_code)
+    with _Progress(err, "validating", count) as progress:
+
+        def seed_done(run: dict) -> None:  # one line per seed, also where stderr is a log file
+            verdict = ("bit-exact" if run["bit_exact"] else "within tolerance" if run["matches_reference"] else
+                       "DIFFERS") + ("" if run["bit_exact"] else f" (max |diff| {run['max_abs_diff']})")  # fmt: skip
+            ran = f", {run['instructions']:,} instructions" if run["instructions"] else ""
+            progress.say(f"  seed {run['seed']}: {verdict}{ran}  ({progress.done + 1}/{count})")
+            progress.reached(progress.done + 1, count)
+
+        report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact, progress=seed_done)
+    failure = None if report["all_match"] else MismatchError(mismatch_message(report))
+    _finish(report, as_json, lambda: _print_validation(report), failure)
+
+
+class _Progress:
+    """Progress on stderr (stdout carries the table or the one JSON object): a bar counting the units done
+    (validate's runs, profile's steps) when stderr is a terminal, erased at the end; ``say`` prints a line above it."""
+
+    def __init__(self, console: Console, label: str, total: int | None = None):
+        self.console, self.label, self.total, self.done, self.bar = console, label, total, 0, None
+
+    def __enter__(self) -> _Progress:
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                console=self.console, transient=True)  # fmt: skip
+            self.task = self.bar.add_task(self.label, total=self.total)
+            self.bar.start()
+        return self
+
+    def say(self, line: str) -> None:
+        self.console.print(line, markup=False, highlight=False)
+
+    def reached(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _print_validation(report: dict) -> None:
     t = Table("seed", "bit-exact", "max |diff|", "matches", "instructions",
-              title=_text(f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) vs TFLite Micro"))  # fmt: skip
+              title=_text(f"validate: {Path(report['model']).name} on {report['board']} ({report['device']}) "
+                         f"{'vs LiteRT (TFLM cannot run it)' if report.get('oracle') == 'litert' else 'vs TFLite Micro'}"))  # fmt: skip
     for r in report["runs"]:
         t.add_row(str(r["seed"]), "yes" if r["bit_exact"] else "[red]no[/]", str(r["max_abs_diff"]),
                   "yes" if r["matches_reference"] else "[red]no[/]", f"{r['instructions']:,}" if r["instructions"] else "-")  # fmt: skip
@@ -666,12 +812,17 @@ def _core_short(core) -> str:
 
 @app.command()
 @_errors
-def boards() -> None:
+def boards(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (each board's core, RAM regions, flash, QEMU stand-in) instead of the tables."),
+) -> None:
     """List the boards edgemem knows, with their RAM, flash, QEMU stand-in and real-board image (serial port, ticks)."""
     from rich import box
 
     from .board import list_boards, load_board
 
+    if as_json:
+        _json({"boards": [_board_json(load_board(name)) for name in list_boards()]})
+        return
     compact = {"box": box.SIMPLE_HEAD, "pad_edge": False}  # no vertical rules: one line per board in 80 columns
     t = Table("board", "core", "RAM", "flash", "QEMU stand-in", "board image", title="boards", **compact)
     r = Table("board", "RAM regions (fast: hot tensors first with --pool-per-region)", **compact)
@@ -688,6 +839,20 @@ def boards() -> None:
         r.add_row(_text(name), _text(", ".join(f"{x.name} {_size_short(x.size)}{' fast' if x.speed == 'fast' else ''}" for x in b.ram)))
     out.print(t)
     out.print(r)
+
+
+def _board_json(b) -> dict:
+    """One board of `boards --json` (README "JSON output"): what a build for it plans with and runs on."""
+    from dataclasses import asdict
+
+    return {
+        "name": b.name, "description": b.description, "core": asdict(b.core),
+        "ram_bytes": b.ram_bytes, "ram": [asdict(r) for r in b.ram], "default_ram": b.default_ram.name,
+        "flash": {"base": b.flash.base, "size": b.flash.size}, "stack_bytes": b.stack_size, "arena_align": b.arena_align,
+        "qemu": {"machine": b.qemu.machine, "cpu": b.qemu.cpu} if b.qemu else None,
+        "board_image": {"uart": b.device.uart, "ticks": b.device.ticks, "cpu_hz": b.device.cpu_hz} if b.device else None,
+        "flashers": list(b.flasher.order) if b.flasher else [], "serial_baud": b.serial_baud,
+    }  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

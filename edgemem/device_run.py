@@ -1,6 +1,7 @@
 """Running a build on the device and judging its outputs against the oracle (`edgemem run`).
 
     run(out_dir, inputs)      the firmware under QEMU, its measured figures and the comparison
+    run_sequence(out_dir, sets)  N invocations in a row (a stateful model's state carries) vs TFLM invoked N times
     reference_outputs(...)    the oracle's outputs for the same inputs (TFLite Micro, else LiteRT)
     compare(...)              what counts as a match, in one place (run, profile and validate use it)
 """
@@ -49,20 +50,40 @@ def device_arrays(raw_outputs: list[bytes], specs: list[TensorSpec]) -> list:
     return [np.frombuffer(raw, dtype=spec.dtype).reshape(spec.shape) for raw, spec in zip(raw_outputs, specs)]
 
 
-def compare(outputs: list, reference: list | None, specs: list[TensorSpec], oracle: str | None = "tflm") -> dict:
+def dequantized_steps(model_path) -> list[float | None]:
+    """Per model output: the scale of the int8 tensor a DEQUANTIZE operator made it from, else None."""
+    from .frontend.footprint import indices
+    from .frontend.tflite_import import inspect_tflite
+
+    model, op_names, _, _ = inspect_tflite(model_path)
+    sg = model.Subgraphs(0)
+    producer = {t: i for i in range(sg.OperatorsLength()) for t in indices(sg.Operators(i).OutputsAsNumpy())}
+    steps = []
+    for t in indices(sg.OutputsAsNumpy()):
+        i = producer.get(t)
+        q = sg.Tensors(int(sg.Operators(i).Inputs(0))).Quantization() if i is not None and op_names[i] == "DEQUANTIZE" else None
+        steps.append(float(q.ScaleAsNumpy()[0]) if q is not None and q.ScaleLength() == 1 else None)
+    return steps
+
+
+def compare(outputs: list, reference: list | None, specs: list[TensorSpec], oracle: str | None = "tflm",
+            steps: list[float | None] | None = None) -> dict:
     """bit_exact, max_abs_diff and matches_reference (within the tolerated steps) of the device's outputs;
-    all three None when there is no reference."""
+    all three None when there is no reference. ``steps``: per output, the scale of the int8 tensor a DEQUANTIZE
+    made it from (dequantized_steps), for LiteRT's two steps on such float outputs."""
     import numpy as np
 
     if reference is None:
         return {"bit_exact": None, "max_abs_diff": None, "matches_reference": None}
     diffs, tolerated = [], True
-    for out, ref, spec in zip(outputs, reference, specs):
+    for out, ref, spec, step in zip(outputs, reference, specs, steps or [None] * len(outputs)):
         d = int(np.max(np.abs(out.astype(np.int64) - np.asarray(ref).astype(np.int64)))) if out.size else 0
         if np.issubdtype(out.dtype, np.floating):
-            d = float(np.max(np.abs(out.astype(np.float64) - np.asarray(ref, np.float64))))
+            d = float(np.max(np.abs(out.astype(np.float64) - np.asarray(ref, np.float64)))) if out.size else 0.0
         diffs.append(d)
-        if np.issubdtype(out.dtype, np.floating):  # float sums may round differently: 1e-5 relative
+        if np.issubdtype(out.dtype, np.floating) and oracle != "tflm" and step is not None:
+            allowed = (2 + 1e-3) * step  # LiteRT's int8 steps (below), made floats: its DEQUANTIZE's scale each
+        elif np.issubdtype(out.dtype, np.floating):  # float sums may round differently: 1e-5 relative
             allowed = 1e-5 * max(1.0, float(np.max(np.abs(np.asarray(ref, np.float64)), initial=0.0)))
         else:
             # LiteRT (where TFLM cannot run the model) rounds some operators a step away from TFLM, e.g. per-channel
@@ -126,4 +147,43 @@ def run(out_dir: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
 def judge(info: BuildInfo, inputs: list, outputs: list) -> dict:
     """The oracle's verdict on the device's outputs for these inputs: ``oracle`` and ``compare``'s figures."""
     reference, oracle = reference_outputs(info.model, inputs)
-    return {"oracle": oracle, **compare(outputs, reference, info.outputs, oracle)}
+    steps = dequantized_steps(info.model) if reference is not None and oracle != "tflm" else None
+    return {"oracle": oracle, **compare(outputs, reference, info.outputs, oracle, steps)}
+
+
+def run_sequence(out_dir: str | Path, input_sets: list, *, timeout_s: float = 120.0) -> dict:
+    """The build's firmware under QEMU invoked once per set of inputs, in a row from the initial state (no reset in
+    between), against one TFLite Micro interpreter invoked on the same sets in the same order: a stateful model
+    (resource variables, LSTM state) must match at every invocation. The firmware is rebuilt with -DEM_SEQUENCE
+    (firmware/main.c's sequence mode, kept out of other builds so that it costs them no stack) in a temporary
+    copy of the project; the project itself is not touched. Returns ``invocations`` (each one's ``compare``
+    figures and ``output_arrays``) and ``matches_reference`` (all of them)."""
+    import shutil
+    import tempfile
+
+    import numpy as np
+
+    from .reference import reference_sequence_outputs
+    from .target.qemu import run_firmware
+    from .target.toolchain import build_firmware
+
+    info = load_build_info(out_dir)
+    if info.is_profiling:
+        raise EdgememError(f"'{out_dir}' is a profiling build: its inputs are built into it. Rebuild without --profile.")
+    board = build_board(info, out_dir)
+    sets = [[checked_input(np.asarray(x), spec, i) for i, (x, spec) in enumerate(zip(xs, info.inputs))] for xs in input_sets]
+    with tempfile.TemporaryDirectory(prefix="edgemem-sequence-") as tmp:
+        project = Path(tmp) / "project"
+        shutil.copytree(out_dir, project, symlinks=True)
+        build_firmware(project, board, extra_cflags=["-DEM_SEQUENCE"])
+        report = run_firmware(project / "firmware.elf", board, [x.tobytes() for x in sets[0]], timeout_s,
+                              sequence=[[x.tobytes() for x in xs] for xs in sets])  # fmt: skip
+    check_report(report, expected_report(info), f"QEMU ({board.name})")
+    wanted = reference_sequence_outputs(info.model, sets)
+    invocations = []
+    for k, (raw, want) in enumerate(zip(report.invocations, wanted)):
+        outputs = device_arrays(raw, info.outputs)
+        invocations.append({"invocation": k, "status": report.invocation_status[k],
+                            **compare(outputs, want, info.outputs, "tflm"), "output_arrays": outputs})  # fmt: skip
+    ok = all(inv["matches_reference"] and inv["status"] == 0 for inv in invocations) and len(invocations) == len(sets)
+    return {"model": info.model, "board": info.board, "invocations": invocations, "matches_reference": ok}

@@ -1,6 +1,8 @@
 """edgemem's user-facing errors: one paragraph (what, where, what to do) and a distinct exit code.
 
-The CLI prints the message and exits with `exit_code`; a traceback is shown only with --debug.
+The CLI prints the message and exits with `exit_code`; a traceback is shown only with --debug. Under --json it
+also prints {"schema": .., "error": {"exit_code", "kind", "message"}} on stdout, with the `kind` of its exit code
+(KINDS, README "JSON output") for scripts.
 """
 
 
@@ -38,6 +40,12 @@ class DeviceError(EdgememError):
     """The device (or QEMU) faulted, timed out or reported something unexpected."""
 
     exit_code = 7
+
+
+# The exit codes as words, for scripts reading an error under --json (one per code, so a subclass with its own
+# code, such as validate.MismatchError, has its own kind); 128 + N is a signal (the CLI's "interrupted").
+KINDS = {1: "internal", 2: "usage", 3: "model_file", 4: "unsupported", 5: "does_not_fit", 6: "toolchain", 7: "device",
+         8: "outputs_differ"}  # fmt: skip
 
 
 _SPELLED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -22,7 +22,7 @@ from pathlib import Path
 from .board import Board, load_board
 from .budget import board_with_budget, check_flash, check_floor, ram_budget, with_stack
 from .build_info import BuildInfo, collect_build_info
-from .errors import DoesNotFitError, ToolchainError
+from .errors import DoesNotFitError, ToolchainError, UnsupportedModelError
 from .ir.graph import OpGraph
 from .plan import ArenaPlan
 from .project_dir import OutputDir
@@ -136,6 +136,12 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
             check_floor(Path(model_path), board, floor_passes(options))
     with stage("import"):
         model = import_tflite(model_path)
+        if options.input_outside and model.variables:
+            raise UnsupportedModelError(
+                f"{model.path.name}: --input outside with resource variables (VAR_HANDLE/READ_VARIABLE/ASSIGN_VARIABLE): "
+                "edgemem copies a variable's kept value into the arena next to the inputs and does not build that "
+                "with the inputs outside. Build without --input outside."
+            )
     with stage("lower"):
         lowered = lower_to_kernels(model.relax_mod, model.op_labels)
         if options.input_outside:  # the passes that measure memory (orchestrator, remat) then count as the plan will
@@ -161,7 +167,7 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
             placements={name: (p.pool, p.offset) for name, p in plan.placements.items()},
             pools=[PoolLayout(name, size) for name, size in plan.pool_sizes.items()], lower_bound=plan.lower_bound,
             scheduler=schedule.scheduler, algorithm=plan.algorithm, kernels=kernels, input_infos=model.inputs,
-            output_infos=model.outputs,
+            output_infos=model.outputs, variables=model.variables,
         )  # fmt: skip
 
     with stage("C sources"):

@@ -9,10 +9,11 @@ high-water mark exactly (`edgemem.json`, "profile"), so any difference is a bug:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from .board import Board
-from .build_info import build_board, load_build_info
+from .build_info import JSON_SCHEMA, build_board, load_build_info
 from .device_run import device_arrays, expected_report, judge
 from .errors import DeviceError, EdgememError, tail
 from .target.device_protocol import check_report, parse_device_output
@@ -22,11 +23,25 @@ from .target.serial_link import DEFAULT_BAUD, SerialTranscript, end_session, ope
 PROFILE_JSON = "profile.json"
 
 
-def _read_from_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[SerialTranscript, str]:
+def _step_counter(progress: Callable[[int, int], None], total: int) -> Callable[[str], None]:
+    """A serial-line watcher calling ``progress(done, total)`` at each "EDGEMEM step" line (one per schedule step)."""
+    done = 0
+
+    def on_line(line: str) -> None:
+        nonlocal done
+        if line.startswith("EDGEMEM step "):
+            done += 1
+            progress(done, total)
+
+    return on_line
+
+
+def _read_from_qemu(elf: Path, board: Board, timeout_s: float, on_line=None) -> tuple[SerialTranscript, str]:
     with QemuSerial(elf, board, timeout_s) as q:
         link = q.connect()
         try:
-            transcript = read_report(link, timeout_s=timeout_s, where=f"QEMU {board.qemu.machine} UART ({q.url})")
+            transcript = read_report(link, timeout_s=timeout_s, where=f"QEMU {board.qemu.machine} UART ({q.url})",
+                                     on_line=on_line)  # fmt: skip
             end_session(link)  # the firmware would wait for requests (edgemem validate --port); it exits now
         finally:
             link.close()
@@ -34,10 +49,10 @@ def _read_from_qemu(elf: Path, board: Board, timeout_s: float) -> tuple[SerialTr
     return transcript, f"QEMU {board.qemu.machine} (serial over {q.url})"
 
 
-def _read_from_port(port: str, baud: int, timeout_s: float) -> tuple[SerialTranscript, str]:
+def _read_from_port(port: str, baud: int, timeout_s: float, on_line=None) -> tuple[SerialTranscript, str]:
     link = open_port(port, baud)
     try:
-        transcript = read_report(link, timeout_s=timeout_s, where=port)
+        transcript = read_report(link, timeout_s=timeout_s, where=port, on_line=on_line)
         if transcript.finished:
             end_session(link)
         return transcript, f"serial {port} at {baud} baud"
@@ -70,10 +85,11 @@ def _step_rows(predicted: dict, measured: list[dict], board: Board, on_qemu: boo
 
 
 def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = None, timeout_s: float = 120.0,
-            save: str | Path | None = None) -> dict:
+            save: str | Path | None = None, progress: Callable[[int, int], None] | None = None) -> dict:
     """Profile the build in out_dir on the device at `port` (pyserial URL or device), or under QEMU without one.
 
-    Returns the report (also written as JSON to `save`, by default out_dir/profile.json)."""
+    Returns the report (also written as JSON to `save`, by default out_dir/profile.json). ``progress``, if
+    given, is called with (steps reported so far, steps of the build) as each step's line arrives."""
     out_dir = Path(out_dir)
     info = load_build_info(out_dir)
     predicted = info.profile
@@ -85,10 +101,11 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
             "`edgemem build --profile ...` and profile that directory."
         )
     board = build_board(info, out_dir)
+    on_line = None if progress is None else _step_counter(progress, len(predicted["steps"]))
     if port is None:
-        transcript, source = _read_from_qemu(out_dir / "firmware.elf", board, timeout_s)
+        transcript, source = _read_from_qemu(out_dir / "firmware.elf", board, timeout_s, on_line)
     else:
-        transcript, source = _read_from_port(port, baud or board.serial_baud or DEFAULT_BAUD, timeout_s)
+        transcript, source = _read_from_port(port, baud or board.serial_baud or DEFAULT_BAUD, timeout_s, on_line)
     report = parse_device_output(transcript.text, 0, board.name)
     if report.errors or not report.finished:
         problems = "; ".join(report.errors) or "no 'EDGEMEM end' line"
@@ -102,7 +119,7 @@ def profile(out_dir: str | Path, *, port: str | None = None, baud: int | None = 
 
     inputs = seeded_inputs(info.model, predicted["seed"])
     result = {
-        "model": info.model, "board": info.board, "source": source, "seed": predicted["seed"],
+        "schema": JSON_SCHEMA, "model": info.model, "board": info.board, "source": source, "seed": predicted["seed"],
         "steps": rows,
         "arena_bytes": info.arena_bytes,
         "arena_high_water_bytes": report.arena_high_water_bytes,

@@ -179,6 +179,8 @@ class OutputDir:
                                f"compiler said so). Free some space or choose another place with -o; the directory "
                                f"was left as it was.\n{tail(str(exc), 1500)}") from exc  # fmt: skip
         check_replaceable(self.out_dir, self.overwrite, self.model_path)
+        if _HELD["received"] is not None:  # interrupted, even if what the signal raised was caught on the way
+            raise Interrupted(_HELD["received"])
         with _signals_held():
             old = None
             if self.place.exists():
@@ -247,6 +249,7 @@ class OutputDir:
     # ---- signals
 
     def _raise_on_signals(self) -> None:
+        _HELD["received"] = None
         if threading.current_thread() is not threading.main_thread():
             return  # only the main thread may install handlers (a library caller's thread keeps its own)
         for signum in _SIGNALS:
@@ -268,10 +271,14 @@ def _umask() -> int:
     return mask
 
 
-_HELD: dict = {"on": False, "pending": None}  # during the renames a signal waits (handled in the main thread)
+# During the renames a signal waits (handled in the main thread). "received": a signal arrived during this build;
+# the exception it raised may have been swallowed on its way (raised inside a TVM callback, it comes back out of the
+# C++ side as an ordinary error, which an importer fallback may catch), so the swap checks the flag itself.
+_HELD: dict = {"on": False, "pending": None, "received": None}
 
 
 def _raise_interrupted(signum, frame) -> None:
+    _HELD["received"] = signum
     if _HELD["on"]:
         _HELD["pending"] = signum
         return

@@ -49,6 +49,8 @@ __all__ = [
     "tflm_outputs",
     "reference_outputs",
     "reference_outputs_many",
+    "tflm_sequence_outputs",
+    "reference_sequence_outputs",
     "tflm_arena_bytes",
     "tflm_min_arena_bytes",
     "tflm_invoke_seconds",
@@ -215,6 +217,21 @@ def tflm_outputs(model_path, inputs: Sequence[np.ndarray], arena_size: int | Non
     return [np.array(interp.get_output(i), copy=True) for i in range(len(outs))]
 
 
+def tflm_sequence_outputs(model_path, input_sets: Sequence[Sequence[np.ndarray]], arena_size: int | None = None) -> list[list[np.ndarray]]:
+    """One TFLM interpreter invoked on each set of inputs in turn, never reset: a stateful model (resource
+    variables, LSTM state) carries its state from one invocation to the next. The outputs of each invocation."""
+    input_sets = [_check_inputs(model_path, inputs) for inputs in input_sets]
+    _, outs = model_io_specs(model_path)
+    interp = tflm_interpreter(model_path, arena_size)
+    results = []
+    for inputs in input_sets:
+        for i, a in enumerate(inputs):
+            interp.set_input(a, i)
+        interp.invoke()
+        results.append([np.array(interp.get_output(i), copy=True) for i in range(len(outs))])
+    return results
+
+
 def _litert_outputs(model_path, inputs: Sequence[np.ndarray], resolver: str = "ref") -> list[np.ndarray]:
     """One inference with LiteRT (``ai-edge-litert``), the fallback oracle for models TFLM cannot run: its
     reference kernels (``resolver="ref"``, what TFLM's are ported from) or its builtin kernels (``"builtin"``) --
@@ -283,6 +300,16 @@ def reference_outputs_many(model_path, input_sets: Sequence[Sequence[np.ndarray]
     raise RuntimeError(f"no reference interpreter runs this model: {'; '.join(why)}")
 
 
+def reference_sequence_outputs(model_path, input_sets: Sequence[Sequence[np.ndarray]], timeout: float = 300.0) -> list[list[np.ndarray]]:
+    """``tflm_sequence_outputs`` run in a child process (an abort of TFLM's binding takes only the child down);
+    RuntimeError when TFLM cannot run the model."""
+    input_sets = [_check_inputs(model_path, inputs) for inputs in input_sets]
+    outs = _run_in_child("tflm-sequence", model_path, input_sets, timeout)
+    if isinstance(outs, str):
+        raise RuntimeError(f"TFLM does not run this model: {outs}")
+    return outs
+
+
 def reference_outputs(model_path, inputs: Sequence[np.ndarray], timeout: float = 300.0) -> tuple[list[np.ndarray], str]:
     """``(outputs, oracle)`` for one set of inputs: see ``reference_outputs_many``."""
     outputs, oracle = reference_outputs_many(model_path, [inputs], timeout)
@@ -290,11 +317,18 @@ def reference_outputs(model_path, inputs: Sequence[np.ndarray], timeout: float =
 
 
 def _child(oracle: str, model: str, tmp: str, count: str = "1") -> int:
-    """The child side of _run_in_child: read each set of inputs, run the oracle, write its outputs."""
+    """The child side of _run_in_child: read each set of inputs, run the oracle, write its outputs
+    ("tflm-sequence": one interpreter through every set in turn)."""
+    input_sets = []
     for k in range(int(count)):
         with np.load(Path(tmp) / f"in{k}.npz") as z:
-            inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
-        np.savez(Path(tmp) / f"out{k}.npz", *_ORACLES[oracle](model, inputs))
+            input_sets.append([z[f"arr_{i}"] for i in range(len(z.files))])
+    if oracle == "tflm-sequence":
+        results = tflm_sequence_outputs(model, input_sets)
+    else:
+        results = [_ORACLES[oracle](model, inputs) for inputs in input_sets]
+    for k, outs in enumerate(results):
+        np.savez(Path(tmp) / f"out{k}.npz", *outs)
     return 0
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .board import load_board
 from .budget import board_with_budget, ram_budget
+from .build_info import JSON_SCHEMA
 from .errors import DoesNotFitError
 from .project_dir import check_replaceable, write_atomically
 
@@ -60,7 +61,7 @@ def plan_for_range(model_path: str | Path, board_name: str, dims: list, *, ram: 
         sweep.append({dim.name: env[dim.name], "symbolic_bytes": arena, "concrete_bytes": concrete,
                       "ratio": round(arena / concrete, 4) if concrete else 1.0, "fits": arena <= budget})  # fmt: skip
     info = {
-        "model": str(path.resolve()), "board": board.name, "ops": dag.n,
+        "schema": JSON_SCHEMA, "model": str(path.resolve()), "board": board.name, "ops": dag.n,
         "dims": {d.name: [d.lo, d.hi] for d in parsed},
         "scheduler": schedulers["best"],
         "schedulers_tried": {k: v for k, v in schedulers.items() if isinstance(v, dict) and "peak" in v},

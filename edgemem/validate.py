@@ -30,11 +30,13 @@ class MismatchError(DeviceError):
 
 
 def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port: str | None = None,
-             require_bit_exact: bool = False, timeout_s: float = 120.0) -> dict:  # fmt: skip
+             require_bit_exact: bool = False, timeout_s: float = 120.0,
+             progress: Callable[[dict], None] | None = None) -> dict:  # fmt: skip
     """Run `count` seeded inputs on the device and compare each with TFLite Micro; returns the report.
 
     The report's `all_match` is False when some run does not match (or, with require_bit_exact, is not
-    bit-exact); the caller decides what to do with that (the CLI exits with MismatchError.exit_code)."""
+    bit-exact); the caller decides what to do with that (the CLI exits with MismatchError.exit_code).
+    ``progress``, if given, is called with each run's row (the report's "runs" entry) as soon as it is known."""
     project = Path(project)
     if count < 1:
         raise EdgememError(f"--count must be at least 1, got {count}.")
@@ -45,6 +47,8 @@ def validate(project: str | Path, count: int = 10, *, first_seed: int = 0, port:
     try:
         for seed in range(first_seed, first_seed + count):
             runs.append(_one_run(run_one, project, info, seed))
+            if progress is not None:
+                progress(runs[-1])
     finally:
         if hasattr(run_one, "close"):
             run_one.close()
@@ -62,7 +66,8 @@ def _one_run(run_one: Runner, project: Path, info: BuildInfo, seed: int) -> dict
             "pip install 'edgemem[reference]' (PyPI package tflite-micro)."
         )
     return {"seed": seed, "bit_exact": res["bit_exact"], "max_abs_diff": res["max_abs_diff"],
-            "matches_reference": res["matches_reference"], "instructions": res.get("instructions")}  # fmt: skip
+            "matches_reference": res["matches_reference"], "instructions": res.get("instructions"),
+            "oracle": res.get("oracle") or "tflm"}  # fmt: skip
 
 
 def summarize(model: str, board: str, runs: list[dict], *, device: str, require_bit_exact: bool = False) -> dict:
@@ -79,6 +84,7 @@ def summarize(model: str, board: str, runs: list[dict], *, device: str, require_
         "matching_count": matching,  # bit-exact or within the tolerated LSB
         "max_abs_diff": max((r["max_abs_diff"] for r in runs), default=0),
         "require_bit_exact": require_bit_exact,
+        "oracle": "litert" if any(r.get("oracle", "tflm") != "tflm" for r in runs) else "tflm",  # LiteRT: TFLM cannot run it
         "all_match": needed == len(runs),
         "runs": runs,
     }
@@ -89,10 +95,11 @@ def mismatch_message(report: dict) -> str:
     key = "bit_exact" if report["require_bit_exact"] else "matches_reference"
     bad = [r["seed"] for r in report["runs"] if not r[key]]
     what = "bit-exact" if report["require_bit_exact"] else "matching the reference"
+    oracle = "LiteRT (TFLite Micro cannot run the model)" if report.get("oracle") == "litert" else "TFLite Micro"
     return (
         f"{len(bad)} of {report['count']} runs of {Path(report['model']).name} on {report['board']} ({report['device']}) "
         f"are not {what} (seeds {', '.join(map(str, bad))}; max |diff| {report['max_abs_diff']}). The firmware computes "
-        "something different from TFLite Micro: rebuild the project from the model (`edgemem build --force`) and, if it "
+        f"something different from {oracle}: rebuild the project from the model (`edgemem build --force`) and, if it "
         "persists, report it with the model and `edgemem run --seed S --json` of a failing seed."
     )
 

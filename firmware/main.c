@@ -10,6 +10,11 @@
  *   EDGEMEM step <s> ticks=<t> stack=<b> hw=<b0>,<b1>,...   profiling builds only (EDGEMEM_PROFILE), per step
  *                                       of the schedule: its ticks, and the stack and per-pool arena high-water
  *                                       marks reached by the end of that step
+ *   EDGEMEM invocation <k> output <i> <hex>   built with -DEM_SEQUENCE (semihosting builds; device_run.run_sequence):
+ *   EDGEMEM invocation <k> status=<s>          after the report's own runs, N invocations in a row from the initial
+ *                                             state (no reset between them: a stateful model carries its state),
+ *                                             invocation k's inputs from the host files s<k>_<i>.bin, N from the
+ *                                             file invocations.bin (4 bytes, little-endian, N < 10^6)
  *   EDGEMEM end
  * or EDGEMEM error <what> / EDGEMEM fault <name> ... and a non-zero exit code.
  *
@@ -155,6 +160,90 @@ static void em_read_inputs(void)
             em_puts("\n");
             em_exit(EM_EXIT_INPUT);
         }
+    }
+}
+#endif
+
+#if defined(EM_SEQUENCE) && !defined(EM_INPUTS_EMBEDDED)
+/* Only in a build for device_run.run_sequence: its code (and stack) stays out of every other firmware. */
+
+/* "s<k>_<i>.bin": input i of invocation k (k < 10^6, so the name fits 24 bytes). */
+static void em_sequence_input_name(char *buf, uint32_t k, uint32_t i)
+{
+    char digits[10];
+    uint32_t n = 0;
+    uint32_t at = 1;
+    uint32_t pass;
+    buf[0] = 's';
+    for (pass = 0; pass < 2u; pass++) {
+        uint32_t v = pass == 0u ? k : i;
+        do {
+            digits[n++] = (char)('0' + v % 10u);
+            v /= 10u;
+        } while (v != 0u);
+        while (n != 0u) {
+            buf[at++] = digits[--n];
+        }
+        buf[at++] = pass == 0u ? '_' : '.';
+    }
+    buf[at++] = 'b';
+    buf[at++] = 'i';
+    buf[at++] = 'n';
+    buf[at] = '\0';
+}
+
+static void em_sequence_inputs(uint32_t k)
+{
+    uint32_t i;
+    char name[24];
+    for (i = 0; i < (uint32_t)EDGEMEM_NUM_INPUTS; i++) {
+        em_sequence_input_name(name, k, i);
+        if (em_read_file(name, em_input_dst(i), edgemem_input_bytes(i)) != 0) {
+            em_puts("EDGEMEM error input cannot read ");
+            em_puts(name);
+            em_puts(" expected_bytes=");
+            em_put_u64(edgemem_input_bytes(i));
+            em_puts("\n");
+            em_exit(EM_EXIT_INPUT);
+        }
+    }
+}
+
+/* N invocations in a row from the initial state, as one TFLM interpreter invoked N times: each one's outputs. */
+static void em_run_sequence(void)
+{
+    uint8_t count[4];
+    uint32_t n;
+    uint32_t k;
+    uint32_t p;
+    if (em_read_file("invocations.bin", count, 4u) != 0) {
+        em_puts("EDGEMEM error input cannot read invocations.bin (a sequence build needs it)\n");
+        em_exit(EM_EXIT_INPUT);
+    }
+    n = (uint32_t)count[0] | ((uint32_t)count[1] << 8) | ((uint32_t)count[2] << 16) | ((uint32_t)count[3] << 24);
+    if (n >= 1000000u) {
+        em_puts("EDGEMEM error input invocations.bin asks for a million invocations or more\n");
+        em_exit(EM_EXIT_INPUT);
+    }
+    edgemem_reset();
+    for (k = 0; k < n; k++) {
+        int32_t st;
+        em_sequence_inputs(k);
+        st = em_run();
+        for (p = 0; p < (uint32_t)EDGEMEM_NUM_OUTPUTS; p++) {
+            em_puts("EDGEMEM invocation ");
+            em_put_u64(k);
+            em_puts(" output ");
+            em_put_u64(p);
+            em_puts(" ");
+            em_put_hex_bytes((const uint8_t *)edgemem_output(p), edgemem_output_bytes(p));
+            em_puts("\n");
+        }
+        em_puts("EDGEMEM invocation ");
+        em_put_u64(k);
+        em_puts(" status=");
+        em_put_i32(st);
+        em_puts("\n");
     }
 }
 #endif
@@ -419,6 +508,9 @@ int main(void)
     em_stat("ticks", ticks);
     em_stat("instructions", em_ticks_to_instructions(ticks));
     em_stat_i32("run_status", status);
+#if defined(EM_SEQUENCE) && !defined(EM_INPUTS_EMBEDDED)
+    em_run_sequence();
+#endif
     em_puts("EDGEMEM end\n");
     em_flush();
 #if defined(EM_CONSOLE_UART)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from edgemem import pipeline
+from edgemem.device_run import dequantized_steps  # noqa: F401  (the tests import it from here)
 from edgemem.reference import model_io_specs, reference_outputs_many, seeded_inputs
 from edgemem.target.host import build_host, run_host
 
@@ -78,21 +79,6 @@ def build_for_host(model, tmp: Path, **options) -> tuple[Path, Path]:
     project = tmp / "project"
     pipeline.build(path, "stm32f746", project, opts)
     return path, project
-
-
-def dequantized_steps(path: Path) -> list[float | None]:
-    """Per model output: the scale of the int8 tensor a DEQUANTIZE operator made it from, else None."""
-    from edgemem.frontend.tflite_import import inspect_tflite
-
-    model, op_names, _, _ = inspect_tflite(path)
-    sg = model.Subgraphs(0)
-    producer = {int(sg.Operators(i).Outputs(0)): i for i in range(sg.OperatorsLength())}
-    steps = []
-    for k in range(sg.OutputsLength()):
-        i = producer.get(int(sg.Outputs(k)))
-        q = sg.Tensors(int(sg.Operators(i).Inputs(0))).Quantization() if i is not None and op_names[i] == "DEQUANTIZE" else None
-        steps.append(float(q.ScaleAsNumpy()[0]) if q is not None and q.ScaleLength() else None)
-    return steps
 
 
 def assert_outputs_match(got: list[np.ndarray], want: list[np.ndarray], oracle: str, what: str = "",

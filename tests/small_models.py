@@ -159,6 +159,86 @@ def split_fc_model(how: str = "split", n: int = 2, seed: int = 0) -> bytes:
     return mb.serialize([x], [out])
 
 
+def _mean_options():
+    import tflite
+
+    def fn(b):
+        tflite.ReducerOptionsStart(b)
+        tflite.ReducerOptionsAddKeepDims(b, True)
+        return tflite.ReducerOptionsEnd(b)
+
+    return mm.OPTS.ReducerOptions, fn
+
+
+def channel_pad_model(seed: int = 0) -> bytes:
+    """MediaPipe's palm and hand detectors' pattern (OpenMV's openmv_palm_detection_full_192): int8 x[1,8,8,4] ->
+    MAX_POOL_2D 2x2 /2 -> PAD of the channels 4 -> 8 (with the pool's zero point 97) -> ADD with CONV_2D 3x3 /2
+    (8 channels) of x -> y[1,4,4,8], and MEAN over rows and columns of y -> m[1,1,1,8]. The int32 paddings and axes
+    carry a quantization table with empty scale and zero-point vectors, as the converter writes them there: no
+    quantization to TFLite."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem channel pad test")
+    q_x, q_pool, no_quant = mm.qparams([0.3], [97]), mm.qparams([0.3], [97]), {"scale": [], "zero_point": []}
+    x = mb.tensor("x", (1, 8, 8, 4), np.int8, q_x)
+    pool = mb.tensor("pool", (1, 4, 4, 4), np.int8, q_pool)
+    mb.op(mm.OP.MAX_POOL_2D, [x], [pool], *mm.pool2d_options((2, 2), 2, mm.PAD.VALID))
+    pads = mb.const("channel_padding/Pad/paddings", np.array([[0, 0], [0, 0], [0, 0], [0, 4]], np.int32), no_quant)
+    padded = mb.tensor("channel_padding/Pad", (1, 4, 4, 8), np.int8, q_pool)
+    mb.op(mm.OP.PAD, [pool, pads], [padded])
+    w = rng.integers(-127, 128, (8, 3, 3, 4)).astype(np.int8)
+    ws = np.full(8, 0.004, np.float32)
+    wt = mb.const("conv/w", w, mm.qparams(ws, 0, 0))
+    b = mb.const("conv/b", rng.integers(-2000, 2000, 8).astype(np.int32), mm.qparams(ws * np.float32(0.3), 0, 0))
+    conv = mb.tensor("conv", (1, 4, 4, 8), np.int8, mm.qparams([0.1], [22]))
+    mb.op(mm.OP.CONV_2D, [x, wt, b], [conv], *mm.conv2d_options(2, mm.PAD.SAME, mm.ACT.NONE), version=3)
+    y = mb.tensor("y", (1, 4, 4, 8), np.int8, mm.qparams([0.12], [-8]))
+    mb.op(mm.OP.ADD, [padded, conv], [y], *mm.add_options(mm.ACT.NONE), version=2)
+    axes = mb.const("mean/axes", np.array([1, 2], np.int32), no_quant)
+    m = mb.tensor("m", (1, 1, 1, 8), np.int8, mm.qparams([0.05], [3]))
+    mb.op(mm.OP.MEAN, [y, axes], [m], *_mean_options(), version=2)
+    return mb.serialize([x], [y, m])
+
+
+def constant_dequantize_model(seed: int = 0) -> bytes:
+    """An SSD detector's anchors (ST's st_ssd_mobilenet_v1_025_192_COCO): int8 constants [1,4,4] and [1,2,4] ->
+    CONCATENATION -> DEQUANTIZE -> float output a[1,6,4], known when the model is built (edgemem evaluates the
+    CONCATENATION at import, frontend/fold.py); beside it int8 x[1,6,4] -> ADD with the concatenation -> DEQUANTIZE ->
+    float output y[1,6,4]."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem constant dequantize test")
+    q = mm.qparams([0.0076], [-66])
+    c1 = mb.const("anchors/1", rng.integers(-128, 128, (1, 4, 4)).astype(np.int8), q)
+    c2 = mb.const("anchors/2", rng.integers(-128, 128, (1, 2, 4)).astype(np.int8), q)
+    cat = mb.tensor("anchors", (1, 6, 4), np.int8, q)
+    mb.op(mm.OP.CONCATENATION, [c1, c2], [cat], *_concat_options(1))
+    a = mb.tensor("a", (1, 6, 4), np.float32)
+    mb.op(mm.OP.DEQUANTIZE, [cat], [a], version=2)
+    x = mb.tensor("x", (1, 6, 4), np.int8, mm.qparams([0.01], [4]))
+    s = mb.tensor("sum", (1, 6, 4), np.int8, mm.qparams([0.02], [-10]))
+    mb.op(mm.OP.ADD, [x, cat], [s], *mm.add_options(mm.ACT.NONE), version=2)
+    y = mb.tensor("y", (1, 6, 4), np.float32)
+    mb.op(mm.OP.DEQUANTIZE, [s], [y], version=2)
+    return mb.serialize([x], [a, y])
+
+
+def folded_constant_logistic_model(seed: int = 0) -> bytes:
+    """int8 constants [1,2,4] and [1,4,4] -> CONCATENATION (evaluated at import) -> LOGISTIC -> ADD with int8
+    x[1,6,4] -> y: TVM converts LOGISTIC by looking its input up as an expression, which a folded constant is not."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem folded constant logistic test")
+    q = mm.qparams([0.02], [-5])
+    c1 = mb.const("c/1", rng.integers(-128, 128, (1, 2, 4)).astype(np.int8), q)
+    c2 = mb.const("c/2", rng.integers(-128, 128, (1, 4, 4)).astype(np.int8), q)
+    cat = mb.tensor("c", (1, 6, 4), np.int8, q)
+    mb.op(mm.OP.CONCATENATION, [c1, c2], [cat], *_concat_options(1))
+    t = mb.tensor("logistic", (1, 6, 4), np.int8, mm.qparams([1 / 256], [-128]))
+    mb.op(mm.OP.LOGISTIC, [cat], [t])
+    x = mb.tensor("x", (1, 6, 4), np.int8, mm.qparams([0.01], [4]))
+    y = mb.tensor("y", (1, 6, 4), np.int8, mm.qparams([0.02], [-10]))
+    mb.op(mm.OP.ADD, [x, t], [y], *mm.add_options(mm.ACT.NONE), version=2)
+    return mb.serialize([x], [y])
+
+
 def pointwise_model(width: int, channels: int = 16, seed: int = 0) -> bytes:
     """x[1,1,width,channels] -> CONV_2D 1x1 -> y of the same shape: input and output live together, so the
     arena is 2 * width * channels bytes, a size a test can aim at a region's boundary."""

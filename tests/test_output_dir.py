@@ -286,3 +286,28 @@ def test_sigint_while_the_old_directory_is_replaced_never_leaves_it_half_deleted
         assert (out / MARKER).is_file() and json.loads((out / "edgemem.json").read_text())["board"] == "mps2-an386"
         assert (out / "firmware.elf").is_file()
     assert _leftovers(tmp_path) == []
+
+
+def test_a_signal_whose_exception_was_swallowed_still_stops_the_swap(tmp_path):
+    """A SIGINT that lands inside a TVM callback raises there, but the exception comes back out of TVM's C++ side as
+    an ordinary error, which a fallback may catch: on main the build then completed and exited 0 (1 run in 8 with
+    a real SIGINT during import). The handler's flag stops the swap: no new directory, the old one kept."""
+    from edgemem import project_dir
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / MARKER).write_text("made by edgemem\n")
+    (out / "old.txt").write_text("old build")
+
+    def fill(tmp: Path) -> None:
+        (tmp / "new.txt").write_text("new build")
+        try:  # what Python does when the signal arrives: run the handler, which raises...
+            project_dir._raise_interrupted(signal.SIGINT, None)
+        except BaseException:  # noqa: BLE001 - ... and something on the way swallows it
+            pass
+
+    with pytest.raises(project_dir.Interrupted):
+        with OutputDir(out, overwrite=True) as o:
+            o.write(fill)
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, "old.txt"])
+    assert _leftovers(tmp_path) == []

@@ -30,7 +30,14 @@ from edgemem.reference import seeded_inputs, tflm_interpreter, tflm_outputs
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from op_check import check_model, run_in_sequence  # noqa: E402
 from shared_models import MODELS  # noqa: E402
-from small_models import mm, split_fc_model, uint8_edges_model  # noqa: E402
+from small_models import (  # noqa: E402
+    channel_pad_model,
+    constant_dequantize_model,
+    folded_constant_logistic_model,
+    mm,
+    split_fc_model,
+    uint8_edges_model,
+)
 
 MIB = 1024 * 1024
 
@@ -192,3 +199,56 @@ def test_one_step_unpack_runs_under_qemu(tmp_path):
     path.write_bytes(split_fc_model("unpack", 1))
     pipeline.build(path, "stm32f746", tmp_path / "proj", pipeline.BuildOptions())
     _assert_runs_like_tflm(path, tmp_path / "proj", seeds=(0, 1))
+
+
+def test_channel_pad_and_mean_with_empty_quantization_tables(tmp_path):
+    """MediaPipe's palm detector failed in TVM's importer at its channel PAD (IndexError: index 0 is out of bounds):
+    the paddings' quantization table has empty scale and zero-point vectors, which TFLite reads as no quantization
+    and TVM as per-axis scales; the hand landmark model failed the same way at its MEAN's axes."""
+    import tflite
+
+    model = channel_pad_model()
+    sg = tflite.Model.GetRootAsModel(model, 0).Subgraphs(0)
+    empty = [sg.Tensors(i).Name().decode() for i in range(sg.TensorsLength())
+             if sg.Tensors(i).Quantization() is not None and sg.Tensors(i).Quantization().ScaleLength() == 0]  # fmt: skip
+    assert empty == ["channel_padding/Pad/paddings", "mean/axes"]  # the pattern under test is in the file
+    assert check_model(model, tmp_path).oracle == "tflm"
+
+
+def test_dequantize_of_a_folded_constant_is_a_model_output(tmp_path):
+    """ST's SSD detector's anchors: a CONCATENATION of int8 constants (evaluated at import) -> DEQUANTIZE as a model
+    output failed in TVM's importer with a raw KeyError (the DEQUANTIZE looked its input up as an expression);
+    the DEQUANTIZE kernel now reads the constant from flash, as TFLM's reads it from the flatbuffer."""
+    assert check_model(constant_dequantize_model(), tmp_path).oracle == "tflm"
+
+
+def test_an_operator_tvm_converts_reads_a_folded_constant(tmp_path):
+    """The same KeyError for any converter of TVM's that looks its input up as an expression (LOGISTIC here; edgemem's
+    own lowerings read folded constants already); its table lookup then reads the constant from flash."""
+    assert check_model(folded_constant_logistic_model(), tmp_path).oracle == "tflm"
+
+
+def test_float_outputs_of_a_dequantize_may_be_two_of_its_steps_from_litert(tmp_path):
+    """ST's SSD detector (TFLM has no TILE: LiteRT is the oracle) matched TFLM bit for bit but `build --run` exited 8:
+    LiteRT's box outputs, DEQUANTIZEd from int8, were one or two steps of that scale away (its kernels round some
+    ties otherwise), and float outputs were held to 1e-5. They get LiteRT's two int8 steps, in their scale; TFLM
+    keeps 1e-5."""
+    from edgemem.build_info import TensorSpec
+    from edgemem.device_run import compare, dequantized_steps
+
+    path = tmp_path / "m.tflite"
+    path.write_bytes(constant_dequantize_model())
+    steps = dequantized_steps(path)
+    assert steps == [np.float32(0.0076), np.float32(0.02)]  # the scales of the two DEQUANTIZEs' int8 inputs
+    specs = [TensorSpec(n, [1, 6, 4], "float32", None, None, 96, "DEQUANTIZE") for n in ("a", "y")]
+    ref = [np.linspace(-1, 1, 24, dtype=np.float32).reshape(1, 6, 4)] * 2
+
+    def shifted(k):  # the second output k of its steps away at one element
+        y = ref[1].copy()
+        y[0, 3, 1] += np.float32(k * steps[1])
+        return [ref[0], y]
+
+    assert compare(shifted(2), ref, specs, "litert", steps)["matches_reference"]
+    assert not compare(shifted(3), ref, specs, "litert", steps)["matches_reference"]
+    assert not compare(shifted(1), ref, specs, "tflm", steps)["matches_reference"]
+    assert compare(shifted(0), ref, specs, "tflm", steps)["bit_exact"]

@@ -152,3 +152,33 @@ def test_build_run_exits_8_when_the_outputs_differ(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, ["build", str(EXAMPLE), "-b", "mps2-an386", "-o", str(tmp_path / "p"), "--opt-time", "0", "--run"])
     assert res.exit_code == MismatchError.exit_code, res.output
     assert "max |diff| 3" in res.output and (tmp_path / "p" / "firmware.elf").is_file()
+
+
+def _tile_model() -> bytes:
+    """int8 x[1,2,4] -> TILE [1,3,1] -> DEQUANTIZE -> float y[1,6,4]: TFLM has no TILE kernel, LiteRT is the oracle."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    import make_example_model as mm
+
+    mb = mm.ModelBuilder(description="edgemem tile validate test")
+    q = mm.qparams([0.02], [-3])
+    x = mb.tensor("x", (1, 2, 4), np.int8, q)
+    t = mb.tensor("t", (1, 6, 4), np.int8, q)
+    mb.op(mm.OP.TILE, [x, mb.const("multiples", np.array([1, 3, 1], np.int32))], [t])
+    y = mb.tensor("y", (1, 6, 4), np.float32)
+    mb.op(mm.OP.DEQUANTIZE, [t], [y], version=2)
+    return mb.serialize([x], [y])
+
+
+def test_validate_names_litert_where_it_is_the_oracle(tmp_path):
+    """The table and the report said 'vs TFLite Micro' also where TFLM cannot run the model (ST's SSD detector)."""
+    path = tmp_path / "tile.tflite"
+    path.write_bytes(_tile_model())
+    pipeline.build(path, "stm32f746", tmp_path / "proj")
+    table = CliRunner().invoke(app, ["validate", str(tmp_path / "proj"), "--count", "2"])
+    assert table.exit_code == 0, table.output
+    text = " ".join(table.stdout.split())  # the title wraps
+    assert "vs LiteRT (TFLM cannot run it)" in text and "TFLite Micro" not in text
+    report = json.loads(CliRunner().invoke(app, ["validate", str(tmp_path / "proj"), "--count", "1", "--json"]).stdout)
+    assert report["oracle"] == "litert" and report["all_match"]

@@ -114,6 +114,27 @@ def _states(graph: OpGraph) -> list[dict]:
     ]  # fmt: skip
 
 
+def _variables(graph: OpGraph, placements: dict, variables) -> list[dict]:
+    """Resource variables (frontend/control_flow.py): a static array each with its initial value, and where in
+    the arena a run reads the kept value (an extra graph input) and leaves the new one (an extra output)."""
+    out = []
+    for k, v in enumerate(variables):
+        value = np.ascontiguousarray(v.initial)
+        entry = {"symbol": f"em_var_{k}", "ctype": _CTYPES[str(value.dtype)], "count": max(int(value.size), 1),
+                 "nbytes": int(value.nbytes), "comment": f"{value.dtype}[{', '.join(map(str, value.shape))}]",
+                 "body": _c_values(value), "read": None, "write": None}  # fmt: skip
+        for key, names, index in (("read", graph.inputs, v.input), ("write", graph.outputs, v.output)):
+            if index is None:
+                continue
+            t = graph.tensors[names[index]]
+            if t.nbytes != value.nbytes:
+                raise ValueError(f"variable {k}: its graph tensor has {t.nbytes} bytes, its value {value.nbytes}")
+            place = placements.get(t.storage)  # None: read by no kernel (nothing to copy in)
+            entry[key] = None if place is None else {"pool": place[0], "offset": place[1]}
+        out.append(entry)
+    return out
+
+
 def _pointer(graph: OpGraph, placements: dict, name: str, ctype: str, const: bool) -> str:
     t = graph.tensors[name]
     if t.is_const:
@@ -160,7 +181,7 @@ def _io(graph: OpGraph, placements: dict, names: list[str], infos: list) -> list
 def render_model(
     *, model_name: str, board, graph: OpGraph, order: list[int], placements: dict[str, tuple[str, int]],
     pools: list[PoolLayout], lower_bound: int, scheduler: str, algorithm: str, kernels: CKernels,
-    input_infos: list, output_infos: list,
+    input_infos: list, output_infos: list, variables=(),
 ) -> dict[str, str]:
     """File name -> text of the generated model sources."""
     common = {"model_name": model_name, "board": board, "version": __version__}
@@ -180,11 +201,12 @@ def render_model(
         outputs=_io(graph, placements, graph.outputs, output_infos),
         ops=_op_calls(graph, order, placements, kernels),
         states=_states(graph),
+        variables=_variables(graph, placements, variables),
         input_outside=any(graph.tensors[n].kind == EXTERNAL for n in graph.inputs),
         outside_bytes=sum(graph.tensors[n].nbytes for n in graph.inputs if graph.tensors[n].kind == EXTERNAL),
     )
     align = ctx["arena_align"]  # the harness's input buffers are rows of this many bytes, each aligned
-    ctx["input_max_bytes"] = max((-(-graph.tensors[n].nbytes // align) * align for n in graph.inputs), default=align)
+    ctx["input_max_bytes"] = max((-(-graph.tensors[n].nbytes // align) * align for n in graph.inputs[: len(input_infos)]), default=align)
     return {
         "model.h": render("model.h.j2", **ctx),
         "model.c": render("model.c.j2", **ctx),

@@ -10,6 +10,17 @@ planner then reuses the body's tensors across iterations by liveness, like any o
 condition is known is replaced by the branch it takes. What cannot be decided at build time is refused with
 a message naming the operator.
 
+Resource variables (a streaming model's state: CALL_ONCE, VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE, as
+TensorFlow's converter writes `tf.Variable`s) are resolved here too, in the graph's order: CALL_ONCE's init
+subgraph is evaluated at build time (its ASSIGN_VARIABLEs of constants give each variable its initial value,
+which the generated C restores on edgemem_reset); in the main subgraph a variable's value is threaded like a
+loop-carried value: a READ_VARIABLE before any ASSIGN_VARIABLE of that invocation reads the value kept from the
+previous invocation, which becomes an extra input of the unrolled graph (the generated code copies the kept
+value there before the operators run), a READ_VARIABLE after an ASSIGN_VARIABLE reads the assigned tensor, and
+the last value assigned becomes an extra output (copied back to the kept value after the operators). TFLM copies
+bytes on every READ and ASSIGN, so this is its arithmetic exactly; a read-after-assign between tensors of
+different quantization, whose bytes TFLM would reinterpret, is refused. ``Variable`` records each one.
+
 The new flatbuffer holds the original file's bytes unchanged and builds the new tables in front of them: the
 operators' options, the tensors' quantization, the operator codes and the buffers are referenced where they
 are (a flatbuffer offset may point anywhere later in the file), so no table of TFLite's schema is re-encoded
@@ -46,6 +57,29 @@ _SHAPED = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}  # of known integers: the value 
 
 def has_control_flow(model) -> bool:
     return model.SubgraphsLength() > 1
+
+
+_VARIABLE_OPS = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"}
+
+
+@dataclass
+class Variable:
+    """A resource variable kept across invocations: its initial value (from CALL_ONCE), and its positions among
+    the unrolled graph's inputs (the kept value read, None if never read before an assignment) and outputs
+    (the value to keep, None if never assigned after such a read). Those inputs and outputs come after the
+    model's own."""
+
+    name: str  # the variable's shared_name, for messages and comments only
+    initial: np.ndarray
+    input: int | None = None
+    output: int | None = None
+
+
+@dataclass
+class _Resource:
+    """A VAR_HANDLE's result: the variable it names, (container, shared_name) as TFLM looks it up."""
+
+    key: tuple[str, str]
 
 
 @dataclass
@@ -96,6 +130,12 @@ class _Flattener:
         self.active: list[int] = []  # subgraphs being expanded (a subgraph that calls itself is refused)
         self.steps = 0
         self.file_constants: dict[tuple[int, int], _Known | None] = {}
+        self.initial: dict[tuple[str, str], np.ndarray] = {}  # variable -> initial value (CALL_ONCE)
+        self.current: dict = {}  # variable -> its value in this invocation so far (_Tensor or _Known)
+        self.kept_inputs: dict[tuple[str, str], int] = {}  # variable -> new tensor of the value kept from the last run
+        self.called_once: set[int] = set()  # init subgraphs already run
+        self.init_depth = 0  # > 0 while a CALL_ONCE's init subgraph runs (evaluated at build time)
+        self.assigned = self.assigned_variables()  # None: any may be (a resource not from a VAR_HANDLE)
 
     # ------------------------------------------------------------ reading the file
 
@@ -203,7 +243,9 @@ class _Flattener:
         ins = self.tensor_ids(s, op.InputsAsNumpy(), where)
         outs = self.tensor_ids(s, op.OutputsAsNumpy(), where)
         values = [self.value(s, t, env) if t >= 0 else None for t in ins]
-        if name == "WHILE" and not evaluate_only:
+        if name in _VARIABLE_OPS:
+            results = self.expand_variable_op(s, i, name, op, outs, values, tag)
+        elif name == "WHILE" and not evaluate_only:
             results = self.expand_while(s, i, op, values, tag)
         elif name == "IF" and not evaluate_only:
             results = self.expand_if(s, i, op, values, tag)
@@ -212,6 +254,8 @@ class _Flattener:
         if results is None:
             if evaluate_only:
                 raise self.not_static(s, i, name, ins, values)
+            if self.init_depth:
+                raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} computes a variable's initial value at run time (in CALL_ONCE's init subgraph); edgemem takes initial values only from constants, as TensorFlow's converter writes them. Initialize the tf.Variable with a constant.")
             new_ins = [self.materialize(v, s, t, tag) if t >= 0 else -1 for t, v in zip(ins, values)]
             new_outs = [self.new_tensor(s, t, tag) for t in outs]
             between = [self.new_tensor(s, t, tag) for t in self.tensor_ids(s, op.IntermediatesAsNumpy(), where) if t >= 0]
@@ -245,6 +289,164 @@ class _Flattener:
         if result.size != int(np.prod(shape, dtype=np.int64)):
             return None
         return [_Known(result.reshape(shape))]
+
+    # ------------------------------------------------------------ resource variables
+
+    def expand_variable_op(self, s: int, i: int, name: str, op, outs, values, tag: str) -> list:
+        import tflite
+
+        if name == "CALL_ONCE":
+            opts = builtin_options(op, tflite.CallOnceOptions)
+            if opts is None:
+                raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} has no CallOnceOptions. Re-export the model.")
+            init = opts.InitSubgraphIndex()
+            if init not in self.called_once:  # TFLM runs it at the first invocation only
+                self.called_once.add(init)
+                self.init_depth += 1
+                self.run(init, {}, f"{tag}/init")
+                self.init_depth -= 1
+            return []
+        if name == "VAR_HANDLE":
+            opts = builtin_options(op, tflite.VarHandleOptions)
+            if opts is None or not opts.SharedName():
+                raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} names no variable (no VarHandleOptions.shared_name). Re-export the model.")
+            return [_Resource(self.handle_key(opts))]
+        handle = values[0] if values else None
+        if not isinstance(handle, _Resource):
+            raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} does not take a VAR_HANDLE's result as its resource; edgemem follows a variable only from the VAR_HANDLE of the same subgraph, as TensorFlow's converter writes it.")
+        if name == "ASSIGN_VARIABLE":
+            self.assign(s, i, handle.key, values[1] if len(values) > 1 else None)
+            return []
+        if len(outs) != 1 or outs[0] < 0:
+            raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} has {len(outs)} outputs; READ_VARIABLE has one. Re-export the model.")
+        return [self.read(s, i, handle.key, outs[0], tag)]
+
+    def assigned_variables(self) -> set | None:
+        """The variables an ASSIGN_VARIABLE outside every CALL_ONCE init subgraph writes, or None if that cannot be
+        told (an ASSIGN_VARIABLE whose resource no VAR_HANDLE of its subgraph makes). The others keep their initial
+        value for ever: a READ_VARIABLE of one is a constant (e.g. Keras layer weights the converter made variables)."""
+        import tflite
+
+        names = {}  # subgraph -> operator names
+        inits = set()
+        for s in range(self.model.SubgraphsLength()):
+            sg = self.sg(s)
+            names[s] = [self.op_name(self.model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
+            for i, name in enumerate(names[s]):
+                opts = builtin_options(sg.Operators(i), tflite.CallOnceOptions) if name == "CALL_ONCE" else None
+                if opts is not None:
+                    inits.add(opts.InitSubgraphIndex())
+        assigned = set()
+        for s in set(names) - inits:
+            sg = self.sg(s)
+            handles = {}
+            for i, name in enumerate(names[s]):
+                op = sg.Operators(i)
+                if name == "VAR_HANDLE" and op.OutputsLength() == 1:
+                    opts = builtin_options(op, tflite.VarHandleOptions)
+                    if opts is not None and opts.SharedName():
+                        handles[int(op.Outputs(0))] = self.handle_key(opts)
+                elif name == "ASSIGN_VARIABLE":
+                    key = handles.get(int(op.Inputs(0))) if op.InputsLength() else None
+                    if key is None:
+                        return None
+                    assigned.add(key)
+        return assigned
+
+    @staticmethod
+    def handle_key(opts) -> tuple[str, str]:
+        return (opts.Container() or b"").decode(errors="replace"), opts.SharedName().decode(errors="replace")
+
+    def var_label(self, key) -> str:
+        return f"variable '{key[1]}'"
+
+    def assign(self, s: int, i: int, key, value) -> None:
+        if value is None:
+            raise ModelFileError(f"'{self.path}' is corrupted: {self.op_label(s, i)} has no value to assign. Re-export the model.")
+        if self.init_depth:
+            if not isinstance(value, _Known) or not value.value.size:
+                raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} gives {self.var_label(key)} an initial value computed at run time; edgemem takes initial values only from constants, as TensorFlow's converter writes them. Initialize the tf.Variable with a constant.")
+            self.initial[key] = value.value
+            return
+        if key not in self.initial:
+            raise self.uninitialized(s, i, key)
+        origin = self.origin(value)
+        init = self.initial[key]
+        if origin is None or self.encoding(*origin)[:2] != self.encoding(s, -1, init)[:2]:
+            raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} assigns {self.var_label(key)} a tensor of another type or size than its initial value ({init.size} of {init.dtype}); edgemem keeps a variable of one type and size. Re-export the model.")
+        self.current[key] = value
+
+    def uninitialized(self, s: int, i: int, key) -> UnsupportedModelError:
+        return UnsupportedModelError(
+            f"{self.path}: {self.op_label(s, i)} uses {self.var_label(key)}, which no CALL_ONCE initializes before it: "
+            "TFLM would read a variable nothing wrote (its zero point, or memory never initialized: TensorFlow's converter "
+            "leaves the weights of Keras layers inside a tf.Module so, and TFLM then outputs NaN). edgemem keeps a variable "
+            "from the initial value a CALL_ONCE init subgraph assigns. Re-export the model so that every variable it reads "
+            "is initialized (a tf.Variable of the tf.Module itself, or constant weights)."
+        )
+
+    def read(self, s: int, i: int, key, out: int, tag: str):
+        if self.init_depth:
+            if key not in self.initial:
+                raise self.uninitialized(s, i, key)
+            return _Known(self.initial[key])
+        if key not in self.initial:
+            raise self.uninitialized(s, i, key)
+        self.check_layout(s, i, key, out)
+        if self.assigned is not None and key not in self.assigned:  # never written after CALL_ONCE: a constant
+            return _Known(self.initial[key].reshape(indices(self.sg(s).Tensors(out).ShapeAsNumpy())))
+        if key in self.current:  # read after an assignment of this invocation: the assigned tensor's bytes
+            value = self.current[key]
+            self.check_same_encoding(s, i, key, out, value)
+            return value
+        index = self.new_tensor(s, out, tag)  # the value kept from the last invocation: an extra input
+        self.kept_inputs[key] = index
+        self.current[key] = _Tensor(index)
+        return self.current[key]
+
+    def check_layout(self, s: int, i: int, key, out: int) -> None:
+        t = self.sg(s).Tensors(out)
+        dtype = _NP.get(t.Type())
+        init = self.initial[key]
+        count = int(np.prod(indices(t.ShapeAsNumpy()), dtype=np.int64))
+        if dtype is None or np.dtype(dtype) != init.dtype or count != init.size:
+            raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} reads {self.var_label(key)} as {count} elements of TFLite type {t.Type()}, but its initial value has {init.size} of {init.dtype}; edgemem keeps a variable of one type and size. Re-export the model.")
+
+    def origin(self, value) -> tuple[int, int] | None:
+        """The file tensor (subgraph, index) whose type, shape and quantization a value has."""
+        if isinstance(value, _Tensor):
+            src = self.graph.tensors[value.index]
+            return src.sg, src.tensor
+        return value.source if isinstance(value, _Known) else None
+
+    def encoding(self, s: int, t: int, array: np.ndarray | None = None):
+        """(TFLite type, elements, scales, zero points) of tensor ``t`` of subgraph ``s``; of ``array`` when given
+        (type and elements only)."""
+        if array is not None:
+            types = {np.dtype(v): k for k, v in _NP.items()}
+            return types.get(array.dtype), int(array.size), (), ()
+        tensor = self.sg(s).Tensors(t)
+        q = tensor.Quantization()
+        scales = tuple(indices(q.ScaleAsNumpy())) if q is not None and q.ScaleLength() else ()
+        zeros = tuple(indices(q.ZeroPointAsNumpy())) if q is not None and q.ZeroPointLength() else ()
+        return tensor.Type(), int(np.prod(indices(tensor.ShapeAsNumpy()), dtype=np.int64)), scales, zeros
+
+    def check_same_encoding(self, s: int, i: int, key, out: int, value) -> None:
+        origin = self.origin(value)
+        if origin is None or self.encoding(*origin) != self.encoding(s, out):
+            raise UnsupportedModelError(f"{self.path}: {self.op_label(s, i)} reads {self.var_label(key)} after an ASSIGN_VARIABLE of a tensor of another type, size or quantization; TFLM would reinterpret its bytes, which edgemem does not reproduce. Re-export the model.")
+
+    def kept_outputs(self) -> list[tuple[tuple[str, str], object]]:
+        """(variable, its last value) of every variable read from the last invocation and assigned since."""
+        out = []
+        for key in self.kept_inputs:
+            value = self.current[key]
+            if isinstance(value, _Tensor) and value.index == self.kept_inputs[key]:
+                continue  # never assigned: the kept value stays as it is
+            if not isinstance(value, _Tensor):
+                raise UnsupportedModelError(f"{self.path}: the model assigns {self.var_label(key)} a constant on every invocation after reading it; edgemem keeps variables whose new value is computed. Re-export the model.")
+            out.append((key, value))
+        return out
 
     def fused_activation(self, name: str, op) -> int:
         import tflite
@@ -319,6 +521,14 @@ class _Flattener:
                 env[t] = _Tensor(self.new_tensor(0, t, "", main.Tensors(t).Buffer()))
         self.run(0, env, "")
         outputs = [self.materialize(self.value(0, t, env), 0, t, "") for t in self.tensor_ids(0, main.OutputsAsNumpy(), "the model's output list")]
+        variables = {key: Variable(key[1], self.initial[key]) for key in self.initial}
+        for key, index in self.kept_inputs.items():  # the kept values read and written: after the model's own
+            variables[key].input = len(inputs)
+            inputs.append(index)
+        for key, value in self.kept_outputs():
+            variables[key].output = len(outputs)
+            outputs.append(value.index)
+        self.variables = [v for v in variables.values() if v.input is not None]
         return inputs, outputs
 
 
@@ -437,12 +647,26 @@ def _operator(b, model, new: _NewOp, ref, int_vector) -> int:
     return tflite.OperatorEnd(b)
 
 
+def has_variables(model) -> bool:
+    """Subgraph 0 uses resource variables (its operator references are checked already)."""
+    from .tflite_import import _op_name
+
+    sg = model.Subgraphs(0)
+    return any(_op_name(model, sg.Operators(i)) in _VARIABLE_OPS for i in range(sg.OperatorsLength()))
+
+
 def flatten_control_flow(model, buf: bytes, path) -> bytes:
     """``buf`` (a model with several subgraphs) as a single-subgraph flatbuffer: subgraph 0 with every WHILE
     and IF expanded (module docstring). Raises UnsupportedModelError for control flow decided at run time."""
+    return flatten_with_variables(model, buf, path)[0]
+
+
+def flatten_with_variables(model, buf: bytes, path) -> tuple[bytes, list[Variable]]:
+    """``flatten_control_flow`` of a model with several subgraphs or resource variables, and the variables kept
+    across invocations (their kept values are the flatbuffer's last inputs and outputs)."""
     flattener = _Flattener(model, path)
     try:
         inputs, outputs = flattener.flatten()
     except RecursionError as exc:
         raise UnsupportedModelError(f"{path}: its WHILE/IF operators nest too deeply to unroll.") from exc
-    return _serialize(model, bytes(buf), flattener.graph, inputs, outputs)
+    return _serialize(model, bytes(buf), flattener.graph, inputs, outputs), flattener.variables

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import EdgememError, ModelFileError, UnsupportedModelError, shown
 from ..passes.rewrite import abandon
 from .fold import FOLDERS, fold_model
+from .control_flow import has_variables
 from .footprint import indices
 from .support import check_operators
 from .unique_names import with_unique_names
@@ -48,6 +49,7 @@ class ImportedModel:
     outputs: list[TensorInfo]
     op_names: list[str] = field(default_factory=list)  # TFLite builtin names, file order
     op_labels: dict = field(default_factory=dict)  # Relax var of an operator's output -> "operator #i NAME (output 'x')"
+    variables: tuple = ()  # control_flow.Variable: state kept across invocations, extra inputs/outputs after these
 
 
 _TFL_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 12: "uint64", 15: "uint32"}
@@ -136,9 +138,10 @@ def _parsed(buf: bytes, path: str):
         if model.SubgraphsLength() < 1:
             raise ModelFileError(f"'{path}' holds no subgraph; the file is empty or truncated.")
         _check_references(model, len(buf), path)
-        if model.SubgraphsLength() > 1:  # WHILE/IF with subgraphs: unrolled into one subgraph when static
-            flat = _flattened(model, buf, path)
+        if model.SubgraphsLength() > 1 or has_variables(model):  # WHILE/IF/CALL_ONCE, resource variables
+            flat, variables = _flattened(model, buf, path)  # unrolled into one subgraph when static
             named = _parsed(flat, path)
+            named.variables = tuple(variables)
             start = flat.rfind(buf)  # the flattened model holds the file whole (control_flow._serialize)
             named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
             return named
@@ -150,11 +153,11 @@ def _parsed(buf: bytes, path: str):
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
 
 
-def _flattened(model, buf: bytes, path) -> bytes:
-    from .control_flow import flatten_control_flow
+def _flattened(model, buf: bytes, path):
+    from .control_flow import flatten_with_variables
 
     try:
-        return flatten_control_flow(model, buf, Path(path).name)
+        return flatten_with_variables(model, buf, Path(path).name)
     except EdgememError:
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets in the other subgraphs
@@ -277,6 +280,16 @@ def _normalize_quant_axis(wrapper) -> None:
         q["axis"] = 0
 
 
+def _empty_quantization(subgraph, index: int) -> bool:
+    """A quantization table without scales: TFLite (and TFLM) read it as no quantization. Converters write one on
+    the int32 paddings of a channel PAD or the axes of a MEAN (MediaPipe's palm and hand models); TVM's importer
+    takes its empty scale vector for per-axis scales and indexes it."""
+    if index < 0:
+        return False
+    q = subgraph.Tensors(index).Quantization()
+    return q is not None and q.ScaleLength() == 0
+
+
 def _converter_class():
     """TVM's OperatorConverter, widened where TFLite semantics need it."""
     import tvm
@@ -322,6 +335,15 @@ def _converter_class():
             if 0 in shape and not tensor_wrapper.buffer.DataLength():  # no elements, no data (a RESHAPE to [])
                 return np.zeros(shape, self.get_tensor_type_as_numpy(tensor_wrapper))
             return super().get_tensor_value(tensor_wrapper, is_sparse)
+
+        def get_expr(self, input_tensor_idx):
+            # TVM's converters read an activation input as an expression; one whose producer was folded has none
+            # (its value is a constant now): answered with the constant, not a KeyError. Not recorded in the
+            # table, whose entries mean "computed at run time" to has_expr.
+            if not self.has_expr(input_tensor_idx) and int(input_tensor_idx) in self.folded_values:
+                value = self.folded_values[int(input_tensor_idx)]
+                return relax.const(value, str(value.dtype))
+            return super().get_expr(input_tensor_idx)
 
         def is_folded(self, tensor_wrapper) -> bool:
             return tensor_wrapper.tensor_idx in self.folded_values
@@ -381,10 +403,16 @@ def _converter_class():
             return super().get_op_code_str(op)
 
         def get_tensors(self, tensors_idx_list):
-            wrappers = super().get_tensors(tensors_idx_list)
+            wrappers = [self._tensor(t) for t in indices(tensors_idx_list)]
             for t in wrappers:
                 _normalize_quant_axis(t)
             return wrappers
+
+        def _tensor(self, index):
+            if not _empty_quantization(self.subgraph, index):
+                return super().get_tensors([index])[0]
+            tensor = self.subgraph.Tensors(index)
+            return tf.TensorWrapper(index, tensor, self.model.Buffers(tensor.Buffer()), None)
 
         island_starts: list = []  # the float vars of DEQUANTIZE operators of int8 activations, last import
 
@@ -392,8 +420,10 @@ def _converter_class():
             # A DEQUANTIZE operator of an int8 activation starts a float island (float operators, then a
             # QUANTIZE): named in main's attrs so that integerize runs those operators in float, as TFLM does,
             # rather than taking them for an int8 operator's dequantize -> op -> quantize form.
-            out = super().convert_dequantize(op)
             src = self.get_input_tensors(op)[0]
+            if self.is_folded(src):  # its input was evaluated at import (fold.py): a constant, not an expression
+                return self.dequantize(self.get_tensor_expr(src), src)
+            out = super().convert_dequantize(op)
             constant = src.buffer is not None and not isinstance(src.buffer, int) and src.buffer.DataLength() > 0
             if src.tensor.Type() == 9 and not constant:
                 out = self.bb.emit(out)
@@ -458,6 +488,9 @@ def inspect_tflite(path: Path) -> tuple[object, list[str], list[TensorInfo], lis
     op_names = [_op_name(model, sg.Operators(i)) for i in range(sg.OperatorsLength())]
     inputs = [_tensor_info(sg, i) for i in indices(sg.InputsAsNumpy())]
     outputs = [_tensor_info(sg, i) for i in indices(sg.OutputsAsNumpy())]
+    variables = getattr(model, "variables", ())  # their kept values follow the model's own inputs and outputs
+    inputs = inputs[: len(inputs) - sum(v.input is not None for v in variables)]
+    outputs = outputs[: len(outputs) - sum(v.output is not None for v in variables)]
     if not inputs or not outputs or not op_names:
         raise UnsupportedModelError(
             f"{Path(path).name} has {len(inputs)} input(s), {len(outputs)} output(s) and {len(op_names)} operator(s); "
@@ -488,7 +521,7 @@ def import_tflite(path: Path) -> ImportedModel:
         names = sorted({v.name for v in converter.island_starts})
         mod["main"] = mod["main"].with_attr("edgemem.float_island_starts", ",".join(names))
     labels = {var: _op_label(sg, op_names, i) for var, i in converter.op_of_var.items()}
-    return ImportedModel(Path(path), mod, inputs, outputs, op_names, labels)
+    return ImportedModel(Path(path), mod, inputs, outputs, op_names, labels, getattr(model, "variables", ()))
 
 
 def _import_error(exc: Exception, path, sg, op_names, converter) -> UnsupportedModelError:

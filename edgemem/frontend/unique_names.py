@@ -33,9 +33,11 @@ class NamedSubGraph(tflite.SubGraph):
 
 class NamedModel(tflite.Model):
     """A tflite.Model whose subgraph 0 is a NamedSubGraph. ``source`` = (start, end): where the file's own bytes
-    lie in the model's bytes (a buffer's neighbours there are the file's, which TFLM reads past some biases)."""
+    lie in the model's bytes (a buffer's neighbours there are the file's, which TFLM reads past some biases).
+    ``variables``: its resource variables (control_flow.Variable), whose kept values are its last inputs and
+    outputs."""
 
-    __slots__ = ("display_names", "source")
+    __slots__ = ("display_names", "source", "variables")
 
     def Subgraphs(self, j):  # noqa: N802  (the flatbuffer reader's name)
         sg = super().Subgraphs(j)
@@ -67,6 +69,7 @@ def with_unique_names(buf: bytes, model) -> NamedModel:
     named.Init(out, tflite.Model.GetRootAsModel(out, 0)._tab.Pos)
     named.display_names = shown
     named.source = (0, len(buf))
+    named.variables = ()
     return named
 
 

@@ -446,13 +446,19 @@ class _Integerizer:
     def _logistic(self, var, expr, out_scale, out_zp):
         """LOGISTIC: a 256-byte table of TFLM's fixed-point results (kernels/logistic.py)."""
         d = _dequant(self.g, expr.args[0])
-        if d is None or d.is_const or d.scale.size != 1:
+        if d is None or d.scale.size != 1 or (d.is_const and d.source.dtype != np.int8):
             raise UnsupportedModelError("LOGISTIC does not read one per-tensor int8 tensor.")
         if out_zp != -128 or abs(out_scale * 256 - 1) > 1e-6:
             raise UnsupportedModelError(f"int8 LOGISTIC output quantized with scale {out_scale}, zero point {out_zp}; TFLite requires 1/256 and -128.")
         table = logistic.logistic_table(d.scalar_scale, d.scalar_zp)
         shape = _shape(var)
-        return self._call(self._name("logistic"), logistic.table_lookup(shape), [self._act(d.source), relax.const(table)], shape, "LOGISTIC", 0)
+        return self._call(self._name("logistic"), logistic.table_lookup(shape), [self._int8_source(d, shape), relax.const(table)], shape,
+                          "LOGISTIC", 0)  # fmt: skip
+
+    def _int8_source(self, d: Dequant, shape):
+        """The int8 tensor a kernel reads: an activation, or a constant (an operator's input folded at import,
+        frontend/fold.py) read from flash."""
+        return relax.const(np.ascontiguousarray(d.source).reshape(shape)) if d.is_const else self._act(d.source)
 
     def _conv(self, conv, bias, out_scale, out_shape, rq):
         a = conv.attrs
@@ -596,15 +602,16 @@ class _Integerizer:
         return self._call(self._name("quantize"), prim, [self._act(d.source)], shape, "QUANTIZE", 0)
 
     def _dequantize_output(self, var, value):
-        """DEQUANTIZE of an int8 activation into a float32 model output."""
+        """DEQUANTIZE of an int8 activation into a float32 model output; of an int8 constant (an SSD's anchors, known
+        when the model is built) the kernel reads the constant from flash: a model output is an arena tensor that a
+        kernel writes."""
         d = _dequant(self.g, var)
-        if d is None or d.is_const or d.scale.size != 1:
-            raise UnsupportedModelError("the model output is a DEQUANTIZE edgemem cannot run (not a per-tensor int8 activation).")
+        if d is None or d.scale.size != 1 or (d.is_const and d.source.dtype != np.int8):
+            raise UnsupportedModelError("the model output is a DEQUANTIZE edgemem cannot run (not of a per-tensor int8 tensor).")
         shape = _shape(var)
         spec = DequantizeFloat(shape=shape, scale=float(d.scalar_scale), zero_point=int(d.scalar_zp))
         prim = kernel_spec.build(spec)
-        return self._call(self._name("dequantize"), prim, [self._act(d.source)], shape, "DEQUANTIZE", 0, dtype="float32",
-                          spec=spec)  # fmt: skip
+        return self._call(self._name("dequantize"), prim, [self._int8_source(d, shape)], shape, "DEQUANTIZE", 0, dtype="float32", spec=spec)
 
     # -- int8 data movement (the frontend keeps these on integers)
     def _pad(self, var, value):

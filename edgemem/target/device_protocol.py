@@ -6,6 +6,8 @@ them), parsed into a DeviceReport. The same lines arrive over semihosting (targe
     EDGEMEM output I HEX                       one per model output, in order
     EDGEMEM stat KEY=INT                       arena/stack high-water, .data/.bss, instructions, ...
     EDGEMEM step S ticks=T stack=B hw=P0,P1    profiling builds: one per schedule step
+    EDGEMEM invocation K output I HEX          a sequence of invocations (qemu.run_firmware's ``sequence``)
+    EDGEMEM invocation K status=S
     EDGEMEM error ... / EDGEMEM fault ...
     EDGEMEM end
 """
@@ -30,6 +32,8 @@ class DeviceReport:
     errors: list[str] = field(default_factory=list)  # "EDGEMEM error ..." and "EDGEMEM fault ..." lines
     finished: bool = False  # saw "EDGEMEM end"
     steps: list[dict] = field(default_factory=list)  # "EDGEMEM step" lines of profiling builds, in step order
+    invocations: list[list[bytes]] = field(default_factory=list)  # a sequence's outputs, per invocation
+    invocation_status: list[int] = field(default_factory=list)
 
     def _stat(self, key: str) -> int:
         if key not in self.stats:
@@ -80,6 +84,8 @@ def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceRep
     errors: list[str] = []
     finished = False
     steps: dict[int, dict] = {}
+    sequence: dict[int, dict[int, bytes]] = {}
+    statuses: dict[int, int] = {}
     for raw_line in text.splitlines():
         idx = raw_line.find("EDGEMEM ")
         if idx < 0:
@@ -109,6 +115,9 @@ def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceRep
                 errors.append(f"malformed step line: {line[:200]}")
             else:
                 steps[step["step"]] = step
+        elif kind == "invocation":
+            if not _parse_invocation(parts, sequence, statuses):
+                errors.append(f"malformed invocation line: {line[:200]}")
         elif kind in ("error", "fault"):
             errors.append(line)
         elif kind == "end":
@@ -118,7 +127,27 @@ def parse_device_output(text: str, exit_code: int, board: str = "") -> DeviceRep
         errors.append(f"output indices are not 0..n-1: {sorted(outputs)}")
     if sorted(steps) != list(range(len(steps))):
         errors.append(f"step indices are not 0..n-1: {sorted(steps)}")
-    return DeviceReport(ordered, stats, exit_code, text, board, errors, finished, [steps[i] for i in sorted(steps)])
+    if sorted(sequence) != list(range(len(sequence))) or sorted(statuses) != sorted(sequence):
+        errors.append(f"invocation indices are not 0..n-1 with a status each: {sorted(sequence)}, {sorted(statuses)}")
+    invocations = [[outs[i] for i in sorted(outs)] for _, outs in sorted(sequence.items())]
+    return DeviceReport(ordered, stats, exit_code, text, board, errors, finished, [steps[i] for i in sorted(steps)],
+                        invocations, [statuses[k] for k in sorted(statuses)])  # fmt: skip
+
+
+def _parse_invocation(parts: list[str], sequence: dict, statuses: dict) -> bool:
+    """One "EDGEMEM invocation K output I HEX" or "EDGEMEM invocation K status=S" line into ``sequence`` /
+    ``statuses``; False if malformed."""
+    try:
+        k = int(parts[2])
+        if len(parts) == 4 and parts[3].startswith("status="):
+            statuses[k] = int(parts[3][len("status="):])
+            return True
+        if len(parts) in (5, 6) and parts[3] == "output":
+            sequence.setdefault(k, {})[int(parts[4])] = bytes.fromhex(parts[5] if len(parts) == 6 else "")
+            return True
+    except (IndexError, ValueError):
+        pass
+    return False
 
 
 _STEP_LINE = re.compile(r"^EDGEMEM step (\d+) ticks=(\d+) stack=(\d+) hw=(\d+(?:,\d+)*)$")

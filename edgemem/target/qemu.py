@@ -47,8 +47,11 @@ def run_firmware(
     timeout_s: float = 60,
     *,
     check: bool = True,
+    sequence: list[list[bytes]] | None = None,
 ) -> DeviceReport:
     """Run firmware.elf under QEMU with inputs[i] as the host file input<i>.bin; return the parsed report.
+    ``sequence``: the inputs of N invocations in a row after the report's own runs (firmware/main.c: the files
+    invocations.bin and s<k>_<i>.bin), whose outputs are the report's ``invocations``.
 
     Raises DeviceError (with the device output) on timeout, fault, error line, missing report or non-zero
     exit; with check=False only a timeout raises and the report carries whatever the device printed."""
@@ -61,6 +64,13 @@ def run_firmware(
     with tempfile.TemporaryDirectory(prefix="edgemem-qemu-") as tmp:
         for i, data in enumerate(inputs):
             (Path(tmp) / f"input{i}.bin").write_bytes(bytes(data))
+        if sequence is not None:
+            if len(sequence) >= 1_000_000:
+                raise ValueError("a sequence of a million invocations or more")
+            (Path(tmp) / "invocations.bin").write_bytes(len(sequence).to_bytes(4, "little"))
+            for k, datas in enumerate(sequence):
+                for i, data in enumerate(datas):
+                    (Path(tmp) / f"s{k}_{i}.bin").write_bytes(bytes(data))
         cmd = [qemu, *qemu_args(board), "-kernel", str(elf)]
         try:
             # stdout and stderr on separate pipes: QEMU makes its stdout non-blocking, and the semihosting console
@@ -91,6 +101,8 @@ def run_firmware(
         problems.append(f"exit code {proc.returncode}")
     if not report.finished:
         problems.append("no 'EDGEMEM end' line")
+    if sequence is not None and len(report.invocations) != len(sequence):
+        problems.append(f"{len(report.invocations)} invocation(s) reported where {len(sequence)} were asked for")
     if problems:
         raise _device_error(
             f"firmware run on {board.name} (QEMU {board.qemu.machine}) failed: {'; '.join(problems)}\n"

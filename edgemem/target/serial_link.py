@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import serial
@@ -71,14 +72,15 @@ def _summary(t: SerialTranscript, received: int) -> str:
 
 
 def read_report(port: serial.SerialBase, *, timeout_s: float = 60.0, idle_s: float | None = None,
-                where: str = "") -> SerialTranscript:
-    """Send the start byte and read the device's report until "EDGEMEM end" (or a fault/error line).
+                where: str = "", on_line: Callable[[str], None] | None = None) -> SerialTranscript:
+    """Send the start byte and read the device's report until "EDGEMEM end" (or a fault/error line); ``on_line``
+    (if given) sees each checked line as it arrives (the CLI's progress).
 
     Raises DeviceError when the whole report takes longer than timeout_s, when nothing arrives for idle_s
     seconds (default: timeout_s), or when the connection closes first."""
     hint = ("Check that the firmware is a profiling build (`edgemem build --profile`) or a board image, that it is "
             "flashed and running, and the baud rate; reset the board and retry.")  # fmt: skip
-    return _collect(port, "EDGEMEM end", timeout_s, idle_s, where, start=True, hint=hint)
+    return _collect(port, "EDGEMEM end", timeout_s, idle_s, where, start=True, hint=hint, on_line=on_line)
 
 
 def run_request(port: serial.SerialBase, inputs: bytes, *, timeout_s: float = 60.0, where: str = "") -> SerialTranscript:
@@ -102,7 +104,7 @@ def _where(port, where: str) -> str:
 
 
 def _collect(port: serial.SerialBase, until: str, timeout_s: float, idle_s: float | None, where: str, *,
-             start: bool, hint: str) -> SerialTranscript:
+             start: bool, hint: str, on_line: Callable[[str], None] | None = None) -> SerialTranscript:
     """Checked lines until one starts with ``until`` (finished) or is an error/fault line; with ``start``, the
     start byte is sent every second until the device begins."""
     where = _where(port, where)
@@ -138,6 +140,8 @@ def _collect(port: serial.SerialBase, until: str, timeout_s: float, idle_s: floa
                 t.dropped += 1 if raw.strip() else 0
                 continue
             t.lines.append(line)
+            if on_line is not None:
+                on_line(line)
             started = started or line.startswith("EDGEMEM begin")
             if line.startswith(until):
                 t.finished = True
