@@ -358,7 +358,7 @@ class _Flattener:
         return (opts.Container() or b"").decode(errors="replace"), opts.SharedName().decode(errors="replace")
 
     def var_label(self, key) -> str:
-        return f"variable '{key[1]}'"
+        return f"variable '{shown(key[1])}'"
 
     def assign(self, s: int, i: int, key, value) -> None:
         if value is None:
