@@ -48,6 +48,25 @@ KINDS = {1: "internal", 2: "usage", 3: "model_file", 4: "unsupported", 5: "does_
          8: "outputs_differ"}  # fmt: skip
 
 
+_SPELLED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown(name: str) -> str:
+    """A name the model supplies (tensor, operator, subgraph), as a message shows it: control characters and line
+    or paragraph separators spelled as escapes (``\\n``, ``\\x1B``, ``\\u2028``), so that a message naming it stays
+    one paragraph. The name itself is kept elsewhere (report.html, model.h escape it for their own language)."""
+    import unicodedata
+
+    def spell(ch: str) -> str:
+        if ch in _SPELLED:
+            return _SPELLED[ch]
+        if unicodedata.category(ch) not in ("Cc", "Zl", "Zp"):
+            return ch
+        return f"\\x{ord(ch):02X}" if ord(ch) < 0x100 else f"\\u{ord(ch):04X}"
+
+    return "".join(map(spell, name))
+
+
 def tail(text: str | bytes | None, limit: int = 4000) -> str:
     """The end of a tool's or device's output, for an error message: the last ``limit`` characters, with the
     device's long ``EDGEMEM output`` hex lines abbreviated (their bytes say nothing to a reader)."""

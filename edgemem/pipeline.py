@@ -155,7 +155,7 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
         check_flash(graph, board, model.path.name)
     with stage("schedule"):
         schedule, schedulers = schedule_tried(graph, board.arena_align, options.schedule_seconds)
-    with stage("plan"):
+    with stage("plan"), _cut_hint(passes_report, options):
         buffers, plan = plan_graph(graph, schedule, board, model.path.name, options.pool_per_region, budget, schedulers)
     with stage("kernels"):
         kernels = compile_kernels(graph)
@@ -259,6 +259,21 @@ def _write_sources(project: Path, sources: dict[str, str], profile: bool) -> Non
         path = project / name
         if (name != "profile_inputs.c" or profile) and not (path.is_file() and path.read_text() == text):
             path.write_text(text)
+
+
+@contextmanager
+def _cut_hint(passes_report: dict, options: BuildOptions) -> Iterator[None]:
+    """A refusal after --opt-time cut edgemem's fixed sequence (issue 30: thousands of operators) says so: with
+    the passes it left out the model may fit."""
+    try:
+        yield
+    except DoesNotFitError as e:
+        left_out = passes_report.get("fixed_cut")
+        if left_out:
+            e.args = (f"{e} The memory passes stopped at --opt-time {options.opt_seconds:g} s before edgemem's fixed "
+                      f"sequence ran whole ({', '.join(left_out)} not run): a larger --opt-time, or --opt-time 0 (the "
+                      f"fixed sequence whole, without a time bound), may fit.",)  # fmt: skip
+        raise
 
 
 def _link(project: Path, board: Board, image, model_name: str) -> FirmwareSizes:

@@ -41,6 +41,13 @@ def remaining() -> float | None:
     return None if end is None else end - time.perf_counter()
 
 
+def ensure(seconds: float) -> None:
+    """Raise TimeUp now if less than ``seconds`` are left: before a step nothing can stop once begun (one TVM call)."""
+    left = remaining()
+    if left is not None and left < seconds:
+        raise TimeUp("the time budget would run out during the next step")
+
+
 def check() -> None:
     end = _DEADLINE.get()
     if end is not None and time.perf_counter() > end:

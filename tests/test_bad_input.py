@@ -64,14 +64,14 @@ def build_fails(model: Path, tmp_path: Path, code: int, *phrases: str, extra=(),
     return errors[0]
 
 
-def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, bad_input_index=None):
+def one_op_fc(dynamic_hidden=False, hidden_type=None, second_op=OP.SOFTMAX, bad_input_index=None, hidden_name="hidden"):
     """x int8[1,8] -> FULLY_CONNECTED -> h int8[1,4] -> second_op -> y int8[1,4], with one thing broken."""
     mb = mem.ModelBuilder()
     q = mem.qparams(0.05, 0)
     x = mb.tensor("x", (1, 8), np.int8, q)
     w = mb.const("w", np.ones((4, 8), np.int8), mem.qparams(0.01, 0))
     b = mb.const("b", np.zeros(4, np.int32), mem.qparams(0.0005, 0))
-    h = mb.tensor("hidden", (-1, 4) if dynamic_hidden else (1, 4), np.int8, q)
+    h = mb.tensor(hidden_name, (-1, 4) if dynamic_hidden else (1, 4), np.int8, q)
     if hidden_type is not None:
         mb.tensors[h].ttype = hidden_type
     y = mb.tensor("y", (1, 4), np.int8, mem.qparams(1 / 256, -128))
@@ -179,6 +179,26 @@ def test_while_body_with_an_unsupported_operator(tmp_path):
 def test_dynamic_tensor_names_tensor_and_operator(tmp_path):
     model = write(tmp_path, "dyn.tflite", one_op_fc(dynamic_hidden=True))
     build_fails(model, tmp_path, UNSUPPORTED, "tensor 'hidden'", "operator #0 (FULLY_CONNECTED)", "dynamic shape [-1, 4]", "fixed")
+
+
+CONTROL_NAME = "hid\nden\r\t\x1b[2J\u2028x"  # a newline, CR, tab, an ANSI clear-screen, a Unicode line separator
+CONTROL_SHOWN = "hid\\nden\\r\\t\\x1B[2J\\u2028x"
+
+
+def test_control_characters_in_a_tensor_name_keep_one_paragraph(tmp_path):
+    """The refusal names the tensor with its control characters spelled (errors.shown): the whole message, the
+    operator after the name included, on the one error line (a newline in a name split it)."""
+    model = write(tmp_path, "ctl.tflite", one_op_fc(dynamic_hidden=True, hidden_name=CONTROL_NAME))
+    build_fails(model, tmp_path, UNSUPPORTED, f"tensor '{CONTROL_SHOWN}'", "operator #0 (FULLY_CONNECTED)", "fixed")
+
+
+def test_control_characters_in_a_custom_operator_name_keep_one_paragraph(tmp_path):
+    mb = mem.ModelBuilder()
+    q = mem.qparams(0.05, 0)
+    x, y = mb.tensor("x", (1, 4), np.int8, q), mb.tensor("y", (1, 4), np.int8, q)
+    mb.op(32, [x], [y], custom_code=CONTROL_NAME)
+    build_fails(write(tmp_path, "custom.tflite", mb.serialize([x], [y])), tmp_path, UNSUPPORTED,
+                f"CUSTOM({CONTROL_SHOWN})", "operator #0", "(output 'y')")  # fmt: skip
 
 
 def test_unsupported_type_names_tensor_and_operator(tmp_path):

@@ -29,9 +29,11 @@ How it is done (see /work/shared/research/tvm-0.27.md, "Getting plain C out of T
 from __future__ import annotations
 
 import math
+import os
 import re
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -657,20 +659,44 @@ class _Emitted:
     param_ctypes: list[str]
 
 
-def _codegen(funcs: dict, used_mk: set) -> tuple[tvm.IRModule, str, float]:
-    """(lowered module, TVM's C text, seconds): the int8 micro-kernel loops replaced by calls (recorded in
-    `used_mk`), then the same passes as tvm.tirx.build(mod, target={"kind": "c"}, pipeline=PIPELINE_NAME),
-    but the lowered TIR is kept for the scratch / const analysis."""
+def _codegen(funcs: dict, used_mk: set) -> tuple[dict, str, float]:
+    """(lowered functions by name, TVM's C text, seconds): the int8 micro-kernel loops replaced by calls (recorded
+    in `used_mk`), then the same passes as tvm.tirx.build(mod, target={"kind": "c"}, pipeline=PIPELINE_NAME),
+    but the lowered TIR is kept for the scratch / const analysis. Every pass and the C printer work function by
+    function (each function's text is the same whichever module holds it), and TVM's passes release the GIL:
+    a model's kernels are lowered in a few modules on threads, one per core (``_chunks``)."""
     t0 = time.perf_counter()
     funcs = {name: _use_microkernels(f, used_mk) if isinstance(f, tirx.PrimFunc) else f for name, f in funcs.items()}
+    chunks = _chunks(list(funcs))
+    if len(chunks) == 1:
+        results = [_lower_and_print({n: funcs[n] for n in chunks[0]})]
+    else:
+        with ThreadPoolExecutor(len(chunks)) as pool:
+            results = list(pool.map(lambda names: _lower_and_print({n: funcs[n] for n in names}), chunks))
+    lowered = {}
+    for mod, _ in results:
+        lowered.update({gv.name_hint: f for gv, f in mod.functions.items()})
+    return lowered, "\n".join(raw for _, raw in results), time.perf_counter() - t0
+
+
+# Below this many kernels one module on one thread: the threads would cost more than they save.
+_PARALLEL_KERNELS = 8
+
+
+def _chunks(names: list[str]) -> list[list[str]]:
+    """The kernels split round-robin (neighbouring layers cost alike) over the cores, at most 4."""
+    n = min(os.cpu_count() or 1, 4) if len(names) >= _PARALLEL_KERNELS else 1
+    return [names[i::n] for i in range(n)] if n > 1 else [names]
+
+
+def _lower_and_print(funcs: dict) -> tuple[tvm.IRModule, str]:
     try:
         lowered = lower_to_plain_tir(funcs)
-        raw = tvm.get_global_func("target.build.c")(lowered, _target()).inspect_source()
+        return lowered, tvm.get_global_func("target.build.c")(lowered, _target()).inspect_source()
     except KernelCodegenError:
         raise
     except Exception as e:  # noqa: BLE001 - TVM raises many error types
         raise KernelCodegenError(f"TVM lowering / C codegen failed: {e}") from e
-    return lowered, raw, time.perf_counter() - t0
 
 
 def _function_defs(raw: str, names: list[str]) -> dict[str, tuple[str, str]]:

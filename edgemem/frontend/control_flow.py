@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedModelError
+from ..errors import ModelFileError, UnsupportedModelError, shown
 from .footprint import builtin_options, indices
 
 MAX_ITERATIONS = 4096  # a trip count beyond this is not a microcontroller's recurrent layer (and would unroll for minutes)
@@ -146,7 +146,7 @@ class _Flattener:
 
     def sg_label(self, s: int) -> str:
         name = self.sg(s).Name()
-        return f"subgraph {s}" + (f" '{name.decode(errors='replace')}'" if name else "")
+        return f"subgraph {s}" + (f" '{shown(name.decode(errors='replace'))}'" if name else "")
 
     def op_label(self, s: int, i: int) -> str:
         return f"operator #{i} {self.op_name(self.model, self.sg(s).Operators(i))} of {self.sg_label(s)}"
@@ -358,7 +358,7 @@ class _Flattener:
         return (opts.Container() or b"").decode(errors="replace"), opts.SharedName().decode(errors="replace")
 
     def var_label(self, key) -> str:
-        return f"variable '{key[1]}'"
+        return f"variable '{shown(key[1])}'"
 
     def assign(self, s: int, i: int, key, value) -> None:
         if value is None:
@@ -459,7 +459,7 @@ class _Flattener:
         return options.FusedActivationFunction()
 
     def not_static(self, s: int, i: int, name: str, ins, values) -> UnsupportedModelError:
-        runtime = [self.sg(s).Tensors(t).Name().decode(errors="replace") or f"#{t}" for t, v in zip(ins, values) if isinstance(v, _Tensor)]
+        runtime = [shown(self.sg(s).Tensors(t).Name().decode(errors="replace")) or f"#{t}" for t, v in zip(ins, values) if isinstance(v, _Tensor)]
         why = f"it reads '{runtime[0]}', computed at run time" if runtime else "edgemem cannot evaluate it at build time"
         return UnsupportedModelError(
             f"{self.path}: a WHILE loop's trip count is not known at build time: its condition ({self.sg_label(s)}) "

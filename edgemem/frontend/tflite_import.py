@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import EdgememError, ModelFileError, UnsupportedModelError
+from ..errors import EdgememError, ModelFileError, UnsupportedModelError, shown
 from ..passes.rewrite import abandon
 from .fold import FOLDERS, fold_model
 from .control_flow import has_variables
@@ -67,16 +67,22 @@ def _op_name(model, op) -> str:
     builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
     name = _builtin_names().get(builtin, f"builtin {builtin}")
     if name == "CUSTOM":
-        name = f"CUSTOM({(code.CustomCode() or b'?').decode(errors='replace')})"
+        name = f"CUSTOM({shown((code.CustomCode() or b'?').decode(errors='replace'))})"
     return name
 
 
 def tensor_name(subgraph, index: int) -> str:
-    """The tensor's name in the file, or '#<index>' when the file gives none: for display only (the model edgemem
-    reads names tensor i 't<i>', unique_names.py)."""
-    shown = getattr(subgraph, "display_names", None)
-    if shown is not None and 0 <= index < len(shown):
-        return shown[index]
+    """The tensor's name for a message: the file's, its control characters spelled (errors.shown: a newline in a
+    name must not split a message), or '#<index>' when the file gives none."""
+    return shown(file_tensor_name(subgraph, index))
+
+
+def file_tensor_name(subgraph, index: int) -> str:
+    """The tensor's name in the file, or '#<index>' when the file gives none: what the report and model.h show (each
+    escaped for its own language); the model edgemem reads names tensor i 't<i>' (unique_names.py)."""
+    names = getattr(subgraph, "display_names", None)
+    if names is not None and 0 <= index < len(names):
+        return names[index]
     name = subgraph.Tensors(index).Name()
     return name.decode(errors="replace") if name else f"#{index}"
 
@@ -90,7 +96,7 @@ def _tensor_info(subgraph, index: int) -> TensorInfo:
     scale = zp = None
     if q is not None and q.ScaleLength() == 1:
         scale, zp = float(q.Scale(0)), int(q.ZeroPoint(0))
-    return TensorInfo(tensor_name(subgraph, index), tuple(indices(t.ShapeAsNumpy())), dtype, scale, zp)
+    return TensorInfo(file_tensor_name(subgraph, index), tuple(indices(t.ShapeAsNumpy())), dtype, scale, zp)
 
 
 def read_tflite(path: Path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedModelError
+from ..errors import ModelFileError, UnsupportedModelError, shown
 from .footprint import indices
 
 _RERUN = "re-export the model with the TFLite converter."
@@ -41,7 +41,7 @@ class _Model:
 
     def tensor(self, i: int) -> str:
         name = self.tensors[i].Name()
-        return f"tensor #{i} '{name.decode(errors='replace')}'" if name else f"tensor #{i} (no name)"
+        return f"tensor #{i} '{shown(name.decode(errors='replace'))}'" if name else f"tensor #{i} (no name)"
 
     def op(self, i: int) -> str:
         return f"operator #{i} {self.op_names[i]}"

@@ -207,6 +207,7 @@ def evaluate(mod: tvm.IRModule, align: int = 4, schedule_seconds: float = 0.5, g
     order, peak, _ = best_schedule(Dag.from_graph(graph, align), schedule_seconds if left is None else max(min(schedule_seconds, left), 0.0))
     check()
     plan = plan_arena(arena_buffers(graph, order, align))
+    check()
     return {
         "arena_bytes": plan.total_bytes,
         "peak_bytes": peak,

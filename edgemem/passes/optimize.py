@@ -9,6 +9,7 @@ Each returns, next to the module, a report of what each pass did (edgemem.json "
 from __future__ import annotations
 
 import math
+import time
 
 def floor_passes(options) -> tuple[str, ...]:
     """The catalogue passes the build may run: the user's ``--passes``, all of them when the orchestrator
@@ -84,6 +85,7 @@ def max_slowdown(options) -> float | None:
 
 
 def _orchestrate(mod, board, options, ram_budget: int):
+    started = time.perf_counter()  # the stage's deadline counts its setup too
     from .catalogue import catalogue
     from .orchestrate import DEFAULT_SEQUENCE, measure, orchestrate
 
@@ -93,11 +95,15 @@ def _orchestrate(mod, board, options, ram_budget: int):
                          target_bytes=ram_budget, margin=1.0 if bound is not None else options.opt_margin,
                          baselines=("none", "tvm_default", "fixed"), fixed_sequence=DEFAULT_SEQUENCE,
                          measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds),
-                         pareto=True, max_slowdown=bound, fallbacks=work_adding(passes))  # fmt: skip
+                         pareto=True, max_slowdown=bound, fallbacks=work_adding(passes), started=started)  # fmt: skip
     if bound is not None and not result.fits:
         _refuse_slowdown(result.pareto, ram_budget, bound)
     report = result.report()
     report["sequence"] = [{"pass": s.pop("name"), **s} for s in report["sequence"]]
+    fixed = [n for n in DEFAULT_SEQUENCE if n in {p.name for p in passes}]
+    done = result.baselines["fixed"]["sequence"] if "fixed" in result.baselines else [s["pass"] for s in report["sequence"]]
+    if len(done) < len(fixed):  # the stage's deadline cut the fixed sequence (issue 30): the plan's refusal says so
+        report["fixed_cut"] = fixed[len(done) :]
     return result.module, {**report, "baselines": result.baselines}
 
 

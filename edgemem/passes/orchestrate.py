@@ -16,13 +16,15 @@ tensors (an in-place rewrite changes nothing else, yet it is what a later pass b
 - it stops when the arena meets ``target_bytes * (1 - margin)``, after ``max_trials`` pass applications,
   at ``time_budget`` seconds, or when nothing is left to try.
 
-Time (issue 30: on a module of thousands of kernels one trial can take minutes): no trial starts after
-``time_budget``, and each runs under a deadline (edgemem/timelimit.py) at TRIAL_GRACE x the budget that the
-passes' binding loops, the graph reader and the measure's schedulers look at; a trial cut there is dropped.
-The other baselines (TVM's pipeline, skipped when predicted longer than what is left; benchmarks' own) run
-to BASELINE_GRACE x the budget. Not cut: the measure of the input module, before any trial, and the fixed
-sequence, which the build falls back to (as with --opt-time 0: its cost is the floor of the stage; their
-schedulers keep their own budget, --schedule-time).
+Time (issue 30: on a module of thousands of kernels one trial can take minutes): the whole call runs under a
+deadline (edgemem/timelimit.py) at BASELINE_GRACE x ``time_budget`` that the passes' binding loops, the graph
+reader and the measure's schedulers look at. The fixed sequence, the build's fallback, runs first without a
+measure (as --opt-time 0 runs it: cut before the input's measure ends, the stage returns it as far as it got),
+then the input module is measured, then the fixed sequence's modules, then the search: no trial starts after
+``time_budget`` (the fixed sequence's time not counted) and each is cut at TRIAL_GRACE x the budget (a cut trial
+is dropped); then the other baselines (TVM's pipeline, skipped when predicted longer than what is left;
+benchmarks' own). Only the work-adding fallbacks, run when nothing reached fits, are not cut: without them the
+build would be refused.
 
 Objective (the board fit): arena bytes, then flash bytes, then MACs; ties go to the shorter sequence. The
 build instead chooses by the memory/latency objective (``pareto=True``, passes/objective.py) among every state
@@ -47,7 +49,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..timelimit import TimeUp, deadline
+from ..timelimit import TimeUp, check, deadline
 from .effects import EffectTable
 from .tvm_baseline import tvm_default_baseline
 
@@ -60,6 +62,7 @@ ALL_BASELINES = ("none", "tvm_default", "fixed")  # the build's own; benchmarks 
 # of kernels one trial can take minutes); the baselines, after the search, to BASELINE_GRACE x the budget.
 TRIAL_GRACE, BASELINE_GRACE = 1.5, 2.0
 TVM_DEFAULT_COST = 4.5  # TVM's pipeline + two measures, in measures of the input module (see _tvm_default)
+TVM_MARGIN = 2.0  # under load its time strays further than a measure's: it ran 1 s past a 2 s stage deadline
 
 
 def objective(figures: dict) -> tuple:
@@ -80,8 +83,10 @@ def measure(mod, align: int = 4, schedule_seconds: float = 0.5) -> dict:
 
     graph = read_graph(mod)
     figures = evaluate(mod, align, schedule_seconds, graph)
+    check()  # each step is linear in the kernels, a second or more on thousands of them under load
     figures["inplace_tensors"] = sum(1 for t in graph.tensors.values() if t.alias_of)
     figures["instructions"] = InstructionModel.load().predict_graph(graph)
+    check()
     return figures
 
 
@@ -90,14 +95,13 @@ def module_key(mod) -> Hashable:
     is hashed once per object (rewrite.function_hash: a pass rewrites main and adds a few kernels; the rest are
     its parent's objects, on mcunetv2_large's 300 kernels most of a whole-module hash). main is hashed with
     free variables mapped, under which a GlobalVar counts by its name, as in the whole-module hash."""
-    import tvm_ffi
-
-    from .rewrite import function_hash
+    from .rewrite import function_hash, main_hash
 
     kernels, main = [], None
     for gv, func in mod.functions.items():
+        check()  # thousands of kernels: under the stage's deadline
         if gv.name_hint == "main":
-            main = tvm_ffi.structural_hash(func, map_free_vars=True)  # rewritten by nearly every pass
+            main = main_hash(func)
         else:
             kernels.append((gv.name_hint, function_hash(func)))
     return main, tuple(sorted(kernels))
@@ -162,8 +166,8 @@ class Orchestration:
     fits: bool = True  # the chosen module's arena fits target_bytes (always True without a target)
 
     def report(self) -> dict:
-        return {**({"pareto": self.pareto} if self.pareto is not None else {}), "sequence": [s.to_json() for s in self.sequence], "arena_bytes": self.figures["arena_bytes"],
-                "source": self.source, "search_arena_bytes": self.search_figures["arena_bytes"],
+        return {**({"pareto": self.pareto} if self.pareto is not None else {}), "sequence": [s.to_json() if isinstance(s, Step) else dict(s) for s in self.sequence], "arena_bytes": self.figures.get("arena_bytes"),
+                "source": self.source, "search_arena_bytes": self.search_figures.get("arena_bytes"),
                 "trials": self.trials, "trials_to_best": self.trials_to_best, "baseline_trials": self.baseline_trials,
                 "states": self.states, "stop": self.stop, "seconds": round(self.seconds, 3),
                 "effect_table_models": self.table_models}  # fmt: skip
@@ -192,6 +196,7 @@ class _Search:
         self.best: _State | None = None
         self.trials_to_best = 0
         self.root_seconds = 0.0
+        self.premade: list = []  # (module, pass, its result): the fixed sequence's, made before any measure
 
     # applying a pass --------------------------------------------------------------------------------
     def apply(self, state: _State, name: str):
@@ -217,7 +222,8 @@ class _Search:
             self.extra_trials += 1
         try:
             with deadline(left):  # the pass's loops and the measure look at it (edgemem/timelimit.py)
-                mod = self.by_name[name](state.mod)
+                mod = self._premade(state.mod, name)
+                mod = self.by_name[name](state.mod) if mod is None else mod
                 key = self.key_fn(mod)
                 figures = state.figures if key == state.key else self.figures.get(key)
                 if figures is None:
@@ -228,6 +234,10 @@ class _Search:
             mod, key, figures = state.mod, state.key, None
         result = self.applied[(state.key, name)] = (mod, key, figures)
         return result
+
+    def _premade(self, parent, name: str):
+        """The module pass ``name`` made of ``parent`` before it was measured (_fixed_unmeasured), or None."""
+        return next((child for p, n, child in self.premade if n == name and p is parent), None)
 
     def step(self, state: _State, name: str) -> _State | None:
         """``state`` after pass ``name`` as a detached state (not part of the search graph), None when the
@@ -356,12 +366,15 @@ class _Search:
         weights = [RANK_BIAS**r for r in range(n)]
         return self.rng.choices(range(n), weights=weights)[0]
 
-    def run(self, mod, target: float | None) -> str:
+    def measure_root(self, mod) -> None:
+        """The input module as state 0 (raises TimeUp when the stage's deadline cuts its measure)."""
         t0 = time.perf_counter()
         key = self.key_fn(mod)
         figures = self.figures[key] = self.measure_fn(mod)
         self.root_seconds = time.perf_counter() - t0  # what one measure of this module costs (real seconds)
         self.add_state(mod, key, figures, (), None, None)
+
+    def run(self, target: float | None) -> str:
         try:
             while True:
                 if target is not None and self.best.figures["arena_bytes"] <= target:
@@ -425,7 +438,7 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
                 baselines: Iterable[str] = ALL_BASELINES, fixed_sequence: Iterable[str] = DEFAULT_SEQUENCE,
                 extra_baselines: Mapping[str, Callable] | None = None,
                 learn_all: bool = False, model_name: str | None = None, measure_fn: Callable | None = None, key_fn: Callable | None = None,
-                clock: Callable[[], float] = time.perf_counter, pareto: bool = False,
+                clock: Callable[[], float] = time.perf_counter, pareto: bool = False, started: float | None = None,
                 max_slowdown: float | None = None, fallbacks: Iterable[tuple[str, list]] = ()) -> Orchestration:  # fmt: skip
     """Search the best pass sequence for ``mod``; then the baselines on the same cache.
 
@@ -443,54 +456,64 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
     (least arena, flash, MACs) between the search's best and the baselines.
     A pass with ``variants(mod)`` (a list of (label, transform)) enters the search as one move per variant of
     the input module, named ``pass[label]``.
+    ``started``: when the caller's stage began (time.perf_counter; default now): the deadline counts from it.
     ``fallbacks``: (name, [pass]) sequences adding work (a patch split, rematerialization), in order of more
     work; with ``pareto`` and ``target_bytes``, when no state reached fits, each is run from the input module
     (outside the time budget, like the baselines) until one fits, and competes under the objective."""
-    if passes is None:
-        from .catalogue import catalogue
-
-        passes = catalogue()
-    passes = expand_variants(passes, mod)
     table = EffectTable.load() if table is None else table
     measure_fn, key_fn = measure_fn or measure, key_fn or module_key
     t0 = clock()
-    search = _Search(passes, table, measure_fn, key_fn, clock, time_budget, max_trials, seed, learn_all)
-    target = None if target_bytes is None else target_bytes * (1 - margin)
-    stop = search.run(mod, target)
-    search.obs.models = [model_name] if model_name else []
-    search_best = search.best
-    search.budgeted = False  # the baselines always finish (they are short and mostly cached)
-    root = search.states[0]
-    names = set(search.by_name)
-    best_state, best_steps, source = search_best, _path_steps(search, search_best), "search"
-    report: dict = {}
-    # (state, steps or None: its path, source), in the search's own order of preference (rank_key: arena, flash,
-    # MACs, the shorter sequence, by name), which breaks the objective's ties; baselines after
-    reached = [(s, None, "search") for s in sorted(search.states, key=search.rank_key)]
-    for name in baselines:
-        if name == "none":
-            state, steps = root, []
-        elif name == "fixed":
-            search.fallback = True
-            state, steps = _run_sequence(search, [n for n in fixed_sequence if n in names])
-            search.fallback = False
-        elif name in (extra_baselines or {}):
-            try:
-                state, steps = extra_baselines[name](search)
-            except _OutOfBudget:
-                report[name] = {"arena_bytes": None, "reason": _NO_TIME}
+    # the whole call bar the work-adding fallbacks, input measure and fixed sequence included, is cut at
+    # BASELINE_GRACE x the budget (issue 30): on thousands of kernels either alone takes longer than the budget
+    since = 0.0 if started is None else time.perf_counter() - started
+    with deadline(BASELINE_GRACE * time_budget - since):
+        if passes is None:
+            from .catalogue import catalogue
+
+            passes = catalogue()
+        passes = expand_variants(passes, mod)  # cut: no variant (as when they cannot be listed)
+        search = _Search(passes, table, measure_fn, key_fn, clock, time_budget, max_trials, seed, learn_all)
+        baselines = list(baselines)
+        # the fallback first, unmeasured (as --opt-time 0 runs it): what the stage returns if cut before any measure
+        last, applied = _fixed_unmeasured(search, mod, fixed_sequence) if "fixed" in baselines else (mod, [])
+        try:
+            search.measure_root(mod)
+        except TimeUp:
+            return _unmeasured(last, applied, clock() - t0, len(table.models))
+        fixed = _fixed_first(search, fixed_sequence) if "fixed" in baselines else None
+        target = None if target_bytes is None else target_bytes * (1 - margin)
+        stop = search.run(target)
+        search.obs.models = [model_name] if model_name else []
+        search_best = search.best
+        search.budgeted = False  # the baselines always finish (they are short and mostly cached)
+        root = search.states[0]
+        best_state, best_steps, source = search_best, _path_steps(search, search_best), "search"
+        report: dict = {}
+        # (state, steps or None: its path, source), in the search's own order of preference (rank_key: arena,
+        # flash, MACs, the shorter sequence, by name), which breaks the objective's ties; baselines after
+        reached = [(s, None, "search") for s in sorted(search.states, key=search.rank_key)]
+        for name in baselines:
+            if name == "none":
+                state, steps = root, []
+            elif name == "fixed":
+                state, steps = fixed
+            elif name in (extra_baselines or {}):
+                try:
+                    state, steps = extra_baselines[name](search)
+                except _OutOfBudget:
+                    report[name] = {"arena_bytes": None, "reason": _NO_TIME}
+                    continue
+            elif name == "tvm_default":
+                report[name] = _tvm_default(search, mod, measure_fn)
                 continue
-        elif name == "tvm_default":
-            report[name] = _tvm_default(search, mod, measure_fn)
-            continue
-        else:
-            known = ", ".join([*ALL_BASELINES, *(extra_baselines or {})])
-            raise ValueError(f"unknown baseline {name!r}; known: {known} (benchmarks/pass_baselines.py has more)")
-        report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
-                        "sequence": [n for n, _ in steps]}  # fmt: skip
-        reached.append((state, steps, f"baseline:{name}"))
-        if (objective(state.figures), len(steps)) < (objective(best_state.figures), len(best_steps)):
-            best_state, best_steps, source = state, steps, f"baseline:{name}"
+            else:
+                known = ", ".join([*ALL_BASELINES, *(extra_baselines or {})])
+                raise ValueError(f"unknown baseline {name!r}; known: {known} (benchmarks/pass_baselines.py has more)")
+            report[name] = {**{k: state.figures[k] for k in ("arena_bytes", "flash_bytes", "macs")},
+                            "sequence": [n for n, _ in steps]}  # fmt: skip
+            reached.append((state, steps, f"baseline:{name}"))
+            if (objective(state.figures), len(steps)) < (objective(best_state.figures), len(best_steps)):
+                best_state, best_steps, source = state, steps, f"baseline:{name}"
     if pareto and target_bytes is not None:
         _run_fallbacks(search, list(fallbacks), target_bytes, reached, report)
     chosen, fits = None, True
@@ -505,6 +528,48 @@ def orchestrate(mod, passes=None, *, table: EffectTable | None = None, seed: int
         stop=stop, seconds=clock() - t0, baselines=report, observations=search.obs,
         table_models=len(table.models), pareto=chosen[1] if chosen else None, fits=fits,
     )  # fmt: skip
+
+
+def _fixed_first(search: _Search, fixed_sequence) -> tuple[_State, list]:
+    """The fixed sequence from the input module, before the search: what the build falls back to, given the
+    whole stage's time rather than what a search left of it (cut, the passes applied by then), its modules made
+    already (_fixed_unmeasured). The search then finds its applications in the cache, and its own budget counts
+    without them (as when the fixed sequence ran after it: the stage's deadline still holds)."""
+    search.fallback, search.budgeted = True, False
+    t0 = search.clock()
+    try:
+        return _run_sequence(search, [n for n in fixed_sequence if n in search.by_name])
+    finally:
+        search.fallback, search.budgeted = False, True
+        search.start += search.clock() - t0
+
+
+def _fixed_unmeasured(search: _Search, mod, fixed_sequence) -> tuple[Any, list]:
+    """The fixed sequence applied to ``mod`` without a measure, until the deadline: the last module and [(pass,
+    changed)]. A pass that fails is left out, as a failing trial. The modules are kept for the search's apply, and
+    the search's budget counts without this time."""
+    cur, applied, t0 = mod, [], search.clock()
+    for name in (n for n in fixed_sequence if n in search.by_name):
+        try:
+            new = search.by_name[name](cur)
+        except TimeUp:
+            break
+        except Exception:  # noqa: BLE001 - not applicable here (the measured run finds it failing too)
+            continue
+        search.premade.append((cur, name, new))
+        applied.append((name, not (new.same_as(cur) if hasattr(new, "same_as") else new == cur)))
+        cur = new
+    search.start += search.clock() - t0
+    return cur, applied
+
+
+def _unmeasured(mod, applied: list, seconds: float, table_models: int) -> Orchestration:
+    """The stage's deadline cut the input module's first measure: the fixed sequence's module as far as it got
+    (what --opt-time 0 returns, or a prefix of it), each pass as changed or not, nothing measured."""
+    sequence = [{"name": name, "changed": changed} for name, changed in applied]
+    return Orchestration(module=mod, figures={}, sequence=sequence, source="the fixed sequence, unmeasured (out of time)",
+                         search_figures={}, trials=0, trials_to_best=0, baseline_trials=0, states=0, stop="time",
+                         seconds=seconds, baselines={}, observations=EffectTable(), table_models=table_models)  # fmt: skip
 
 
 def _run_fallbacks(search: _Search, fallbacks: list, target_bytes: int, reached: list, report: dict) -> None:
@@ -530,11 +595,11 @@ _NO_TIME = "skipped: the --opt-time budget ran out"
 
 def _tvm_default(search: _Search, mod, measure_fn) -> dict:
     """TVM's pipeline as a reference figure, within what is left of the baselines' time (BASELINE_GRACE). Its
-    passes are TVM's, which no deadline stops: it is skipped when left with less than TVM_DEFAULT_COST measures
+    passes are TVM's, which no deadline stops: it is skipped when left with less than TVM_MARGIN x TVM_DEFAULT_COST measures
     of the input module (the pipeline legalizes every binding, 2.3 measures on a chain of 1,500 kernels; then
     it is measured twice)."""
     left = BASELINE_GRACE * search.time_budget - (search.clock() - search.start)
-    if left <= 0 or left < TVM_DEFAULT_COST * search.root_seconds:
+    if left <= 0 or left < TVM_MARGIN * TVM_DEFAULT_COST * search.root_seconds:
         return {"arena_bytes": None, "reason": _NO_TIME}
     try:
         with deadline(left):

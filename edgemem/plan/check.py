@@ -2,7 +2,8 @@
 
 It shares no code with the placement algorithms (no first fit, no conflict lists, not even the
 padding helper): it reads the buffers, the pools and the plan and tests every rule directly, pair by
-pair (O(n^2), simple on purpose). Rules: every buffer has exactly one placement and nothing else is
+pair (every pair whose steps intersect: one sort by first step, then each buffer against those starting within
+its steps; O(n^2) only when that many are live together). Rules: every buffer has exactly one placement and nothing else is
 placed; each offset is a non-negative multiple of the buffer's alignment; each buffer (rounded up to
 its alignment) ends within the size the plan gives its pool, and that size within the pool's capacity;
 no two buffers whose [first, last] steps intersect share a byte in the same pool -- except an in-place
@@ -14,6 +15,7 @@ written byte is one still to be read.
 
 from __future__ import annotations
 
+import bisect
 import numbers
 
 from .model import ArenaPlan, Buffer, PlanError, Pool
@@ -49,24 +51,31 @@ def check_plan(buffers: list[Buffer], plan: ArenaPlan, pools: list[Pool] | None 
         if p.offset + rounded > used:
             raise PlanError(f"arena plan check: buffer '{b.name}' ends at {p.offset + rounded:,}, beyond pool "
                             f"'{p.pool}' of {used:,} bytes.")  # fmt: skip
-    for i, a in enumerate(buffers):
-        pa = plan.placements[a.name]
-        for b in buffers[i + 1 :]:
-            pb = plan.placements[b.name]
-            live_together = not (a.last < b.first or b.last < a.first)
-            in_place = (b.alias == a.name and a.last == b.first) or (a.alias == b.name and b.last == a.first)
-            writer, dying = (b, a) if b.alias == a.name else (a, b)
-            if in_place and pa.pool == pb.pool and writer.rows is not None:
-                _check_rows(writer, plan.placements[writer.name].offset, dying, plan.placements[dying.name].offset)
-                continue
-            if in_place and pa.pool == pb.pool and pa.offset == pb.offset:
-                continue
-            share_bytes = pa.pool == pb.pool and pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size
-            if live_together and share_bytes:
-                raise PlanError(f"arena plan check: '{a.name}' (steps {a.first}-{a.last}, bytes {pa.offset}-"
-                                f"{pa.offset + a.size - 1}) and '{b.name}' (steps {b.first}-{b.last}, bytes "
-                                f"{pb.offset}-{pb.offset + b.size - 1}) are live together and overlap in pool "
-                                f"'{pa.pool}'.")  # fmt: skip
+    for a, b in _live_together(buffers):
+        pa, pb = plan.placements[a.name], plan.placements[b.name]
+        in_place = (b.alias == a.name and a.last == b.first) or (a.alias == b.name and b.last == a.first)
+        writer, dying = (b, a) if b.alias == a.name else (a, b)
+        if in_place and pa.pool == pb.pool and writer.rows is not None:
+            _check_rows(writer, plan.placements[writer.name].offset, dying, plan.placements[dying.name].offset)
+            continue
+        if in_place and pa.pool == pb.pool and pa.offset == pb.offset:
+            continue
+        if pa.pool == pb.pool and pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size:
+            raise PlanError(f"arena plan check: '{a.name}' (steps {a.first}-{a.last}, bytes {pa.offset}-"
+                            f"{pa.offset + a.size - 1}) and '{b.name}' (steps {b.first}-{b.last}, bytes "
+                            f"{pb.offset}-{pb.offset + b.size - 1}) are live together and overlap in pool "
+                            f"'{pa.pool}'.")  # fmt: skip
+
+
+def _live_together(buffers: list[Buffer]):
+    """Every pair (a, b), a before b in ``buffers``, whose [first, last] steps intersect: of two such, one starts
+    within the other's steps (on a chain of 10,000 operators all pairs, 50 million, took 8 s)."""
+    order = sorted(range(len(buffers)), key=lambda i: buffers[i].first)
+    firsts = [buffers[i].first for i in order]
+    for k, i in enumerate(order):
+        a = buffers[i]
+        for j in order[k + 1 : bisect.bisect_right(firsts, a.last)]:
+            yield (a, buffers[j]) if i < j else (buffers[j], a)
 
 
 def _check_rows(writer: Buffer, w_off: int, dying: Buffer, d_off: int) -> None:
