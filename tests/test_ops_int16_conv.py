@@ -8,9 +8,9 @@ does not write: int32 biases (TFLM's int32 accumulator), no bias with quantized_
 TRANSPOSE_CONV bias, per-tensor weights, multipliers above 1 (shift > 0) and outputs saturating at the int16
 ends, nonzero zero points (ignored by TFLM's int16 convolutions except in the activation clamp; used by
 FULLY_CONNECTED), grouped convolution, batches, depth multiplier 3; and the forms TFLM cannot run right, which
-edgemem refuses (an int32 DEPTHWISE_CONV_2D bias, nonzero BATCH_MATMUL zero points, a
-depth_multiplier option the shapes contradict, activation bounds beyond int32, scales of 128 and more; an int32
-TRANSPOSE_CONV bias is built as TFLM reads it, tests/test_transpose_conv_forms.py). The int16
+edgemem refuses (nonzero BATCH_MATMUL zero points, a depth_multiplier option the shapes contradict, activation
+bounds beyond int32, scales of 128 and more; an int32 TRANSPOSE_CONV or DEPTHWISE_CONV_2D bias is built as TFLM
+reads it, tests/test_transpose_conv_forms.py and test_depthwise16_int32_bias.py). The int16
 depthwise convolution written over its input (passes/inplace.py) is checked on its arena too.
 
 Converter models with an operator edgemem refuses (the float-edged ones need int16 QUANTIZE / DEQUANTIZE, the
@@ -317,8 +317,6 @@ def _depthwise_wrong_multiplier() -> bytes:
 
 
 REFUSED = {
-    # TFLM reads a DEPTHWISE_CONV_2D bias as int64 whatever its type: an int32 one would be misread
-    "depthwise-int32-bias": (lambda: depthwise_model((1, 4, 4, 2), (3, 3), 1, (1, 4, 4, 2), bias="int32"), "bias is int32"),
     # TFLM's int16 BATCH_MATMUL fails its Prepare on nonzero zero points
     "bmm-zero-point": (lambda: bmm_model((1, 2, 3), (1, 3, 2), (1, 2, 2), zps=(0, 0, 5)), "zero points"),
     # TFLM loops over the depth_multiplier option, not the shapes

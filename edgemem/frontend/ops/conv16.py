@@ -8,8 +8,9 @@ What TFLM does, and so what these lowerings do:
   BATCH_MATMUL take the product of the float32 scales in float first (GetQuantizedConvolutionMultipler).
 - Accumulator: int64 with an int64 bias (the converter's), none, or for TRANSPOSE_CONV an int16 one; int32 for
   CONV_2D / FULLY_CONNECTED with an int32 bias (or none and quantized_bias_type INT32). DEPTHWISE_CONV_2D reads
-  its bias as int64 whatever its type (other types refused), TRANSPOSE_CONV as int64 unless int16: an int32 one
-  is read as TFLM reads it, the model file's bytes from its start taken 8 at a time (_bias_read_as_int64).
+  its bias as int64 whatever its type (types other than int64 and int32 refused), TRANSPOSE_CONV as int64 unless
+  int16: an int32 one is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
+  (_bias_read_as_int64), with TFLM's wrapped int64 arithmetic where that bias makes it wrap (_fits_int64).
 - Zero points: the int16 CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV kernels ignore all of them (the fused
   activation's clamp still takes the output zero point into account, as CalculateActivationRangeQuantized
   does); FULLY_CONNECTED subtracts the input's and adds the output's (and the weights' per tensor);
@@ -116,6 +117,27 @@ def _accumulator(ctx: OpContext, bias_dtype, options) -> bool:
     return _BIAS_TYPES.get(kind) != "int32"
 
 
+def _fits_int64(bias, reduced, bound: int) -> bool:
+    """Whether (sum + bias) * reduced + rounding stays inside int64 for every channel (it does for any bias
+    the converter writes; an int32 bias read as int64 may not)."""
+    return all((abs(int(b)) + bound) * int(m) + (1 << 46) < 1 << 63 for b, m in zip(bias, reduced))
+
+
+def _bias_read_as_int64(ctx: OpContext, t, channels: int) -> np.ndarray:
+    """The bias TFLM's 16x8 TRANSPOSE_CONV and DEPTHWISE_CONV_2D use when the file's is int32: they read it (every
+    bias but TRANSPOSE_CONV's int16 one) through an int64 pointer (GetOptionalTensorData<int64_t>, no type
+    check; CONV_2D alone switches to int32 arithmetic), so channel c gets the 8 bytes at
+    8 * c from the start of the bias data: two int32 values for the first half of the channels, then the bytes
+    that follow the bias in the model file (in flash on a device, and the same in TFLM's Python interpreter).
+    edgemem reads those bytes too; past the end of the file TFLM's read is undefined and the operator refused."""
+    raw = ctx.file_bytes(t, 8 * channels)
+    if raw is None:
+        ctx.refuse(f"its bias is int32 with {channels} values; TFLite Micro's int16 {ctx.name} reads it as {channels} int64 "
+                   f"values, {8 * channels} bytes of which the last {4 * channels} lie past the end of the model file "
+                   "(an undefined read). Give the operator an int64 bias (the TFLite converter's for 16x8).")
+    return np.frombuffer(raw, "<i8").astype(np.int64)
+
+
 # ---------------------------------------------------------------- CONV_2D
 
 @lowering("CONV_2D", types=("int16",))
@@ -170,14 +192,22 @@ def depthwise_conv_2d(ctx: OpContext):
     if (oh, ow) != tuple(out_shape[1:3]):
         ctx.refuse(f"its output shape {list(out_shape)} is not the convolution's ({oh}x{ow} expected).")
     w, w_scales = _weights(ctx, w_t, oc, "output channel")
-    bias, _ = _bias(ctx, 2, oc, ("int64",))
+    bias, bias_dtype = _bias(ctx, 2, oc, ("int64", "int32"))
+    if bias_dtype == "int32":  # TFLM's kernel reads it through an int64 pointer all the same
+        bias = _bias_read_as_int64(ctx, ctx.inputs[2], oc)
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
-    # the spec lets passes/inplace.py rebuild it to write over its input (kernel_spec's depthwise_conv2d16)
-    spec = Depthwise16(x_shape=x_shape, w_shape=w_shape[1:], out_shape=out_shape, stride=stride, dilation=dilation,
-                       pad=(pt, pl), has_bias=bias is not None, act=act)
-    prim = k.depthwise_conv2d(x_shape, w_shape[1:], out_shape, stride, dilation, (pt, pl), bias is not None, act)
-    args = [ctx.expr(x), w.reshape(w_shape[1:])] + ([_const(bias)] if bias is not None else []) + [mult, shift]
+    wrapping = bias is not None and not _fits_int64(bias, mult, (w_shape[1] * w_shape[2]) << 22)
+    # the spec lets passes/inplace.py rebuild it to write over its input (kernel_spec's depthwise_conv2d16); the
+    # in-place form has no wrapped arithmetic, so a wrapping bias keeps the operator out of place (no spec)
+    spec = None if wrapping else Depthwise16(x_shape=x_shape, w_shape=w_shape[1:], out_shape=out_shape, stride=stride,
+                                             dilation=dilation, pad=(pt, pl), has_bias=bias is not None, act=act)
+    prim = k.depthwise_conv2d(x_shape, w_shape[1:], out_shape, stride, dilation, (pt, pl), bias is not None, act, wrapping)
+    if wrapping:
+        biases = [_const(a) for a in k.wrapped_offsets(bias, mult, shift)]
+    else:
+        biases = [_const(bias)] if bias is not None else []
+    args = [ctx.expr(x), w.reshape(w_shape[1:])] + biases + [mult, shift]
     macs = int(np.prod(out_shape)) * w_shape[1] * w_shape[2]
     return ctx.emit("DEPTHWISE_CONV_2D", prim, args, out_shape, "int16", macs, spec=spec)
 
@@ -231,26 +261,6 @@ def _sum_bound(x_shape, w_shape, stride) -> int:
     """A bound on |sum of x * w| at one TRANSPOSE_CONV output: its taps times 2^15 * 2^7."""
     taps = -(-w_shape[1] // stride[0]) * -(-w_shape[2] // stride[1]) * x_shape[3]
     return taps << 22
-
-
-def _fits_int64(bias, reduced, bound: int) -> bool:
-    """Whether (sum + bias) * reduced + rounding stays inside int64 for every channel (it does for any bias
-    the converter writes; an int32 bias read as int64 may not)."""
-    return all((abs(int(b)) + bound) * int(m) + (1 << 46) < 1 << 63 for b, m in zip(bias, reduced))
-
-
-def _bias_read_as_int64(ctx: OpContext, t, channels: int) -> np.ndarray:
-    """The bias TFLM's 16x8 TRANSPOSE_CONV uses when the file's is int32: it reads every bias that is not int16
-    through an int64 pointer (GetOptionalTensorData<int64_t>, no type check), so channel c gets the 8 bytes at
-    8 * c from the start of the bias data: two int32 values for the first half of the channels, then the bytes
-    that follow the bias in the model file (in flash on a device, and the same in TFLM's Python interpreter).
-    edgemem reads those bytes too; past the end of the file TFLM's read is undefined and the operator refused."""
-    raw = ctx.file_bytes(t, 8 * channels)
-    if raw is None:
-        ctx.refuse(f"its bias is int32 with {channels} values; TFLite Micro's int16 TRANSPOSE_CONV reads it as {channels} int64 "
-                   f"values, {8 * channels} bytes of which the last {4 * channels} lie past the end of the model file "
-                   "(an undefined read). Give the operator an int64 bias (the TFLite converter's for 16x8).")
-    return np.frombuffer(raw, "<i8").astype(np.int64)
 
 
 @lowering("TRANSPOSE_CONV", types=("int16",))
