@@ -10,7 +10,7 @@ ends, nonzero zero points (ignored by TFLM's int16 convolutions except in the ac
 FULLY_CONNECTED), grouped convolution, batches, depth multiplier 3; and the forms TFLM cannot run right, which
 edgemem refuses (nonzero BATCH_MATMUL zero points, a depth_multiplier option the shapes contradict, activation
 bounds beyond int32, scales of 128 and more; an int32 TRANSPOSE_CONV or DEPTHWISE_CONV_2D bias is built as TFLM
-reads it, tests/test_transpose_conv_forms.py and test_depthwise16_int32_bias.py). The int16
+reads it, tests/test_transpose_conv_forms.py and test_depthwise16_bias.py). The int16
 depthwise convolution written over its input (passes/inplace.py) is checked on its arena too.
 
 Converter models with an operator edgemem refuses (the float-edged ones need int16 QUANTIZE / DEQUANTIZE, the

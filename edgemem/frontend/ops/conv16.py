@@ -8,8 +8,8 @@ What TFLM does, and so what these lowerings do:
   BATCH_MATMUL take the product of the float32 scales in float first (GetQuantizedConvolutionMultipler).
 - Accumulator: int64 with an int64 bias (the converter's), none, or for TRANSPOSE_CONV an int16 one; int32 for
   CONV_2D / FULLY_CONNECTED with an int32 bias (or none and quantized_bias_type INT32). DEPTHWISE_CONV_2D reads
-  its bias as int64 whatever its type (types other than int64 and int32 refused), TRANSPOSE_CONV as int64 unless
-  int16: an int32 one is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
+  its bias as int64 whatever its type, TRANSPOSE_CONV as int64 unless int16: a narrower one (any numeric type
+  for DEPTHWISE_CONV_2D, int32 for TRANSPOSE_CONV) is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
   (_bias_read_as_int64), with TFLM's wrapped int64 arithmetic where that bias makes it wrap (_fits_int64).
 - Zero points: the int16 CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV kernels ignore all of them (the fused
   activation's clamp still takes the output zero point into account, as CalculateActivationRangeQuantized
@@ -30,6 +30,8 @@ from .registry import OpContext, lowering
 
 _ACTS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 _BIAS_TYPES = {0: None, 2: "int32", 4: "int64"}  # quantized_bias_type: FLOAT32 (unset), INT32, INT64
+# the numeric bias types narrower than int64 that TFLM's int16 DEPTHWISE_CONV_2D reads as int64 all the same
+_NARROW_BIASES = ("int32", "int16", "int8", "uint8", "uint16", "uint32", "float16", "float32")
 
 
 def activation_range_int16(ctx: OpContext, code: int, scale: float, zp: int) -> tuple[int, int]:
@@ -123,18 +125,19 @@ def _fits_int64(bias, reduced, bound: int) -> bool:
     return all((abs(int(b)) + bound) * int(m) + (1 << 46) < 1 << 63 for b, m in zip(bias, reduced))
 
 
-def _bias_read_as_int64(ctx: OpContext, t, channels: int) -> np.ndarray:
-    """The bias TFLM's 16x8 TRANSPOSE_CONV and DEPTHWISE_CONV_2D use when the file's is int32: they read it (every
-    bias but TRANSPOSE_CONV's int16 one) through an int64 pointer (GetOptionalTensorData<int64_t>, no type
-    check; CONV_2D alone switches to int32 arithmetic), so channel c gets the 8 bytes at
-    8 * c from the start of the bias data: two int32 values for the first half of the channels, then the bytes
-    that follow the bias in the model file (in flash on a device, and the same in TFLM's Python interpreter).
-    edgemem reads those bytes too; past the end of the file TFLM's read is undefined and the operator refused."""
+def _bias_read_as_int64(ctx: OpContext, t, channels: int, dtype: str = "int32") -> np.ndarray:
+    """The bias TFLM's 16x8 TRANSPOSE_CONV (int32) and DEPTHWISE_CONV_2D (any type) use when the file's is
+    narrower than int64: they read it through an int64 pointer (GetOptionalTensorData<int64_t>, no type check;
+    CONV_2D alone switches to int32 arithmetic), so channel c gets the 8 bytes at 8 * c from the start of the
+    bias data: for int32, two values for the first half of the channels, then the bytes that follow the bias in
+    the model file (in flash on a device, and the same in TFLM's Python interpreter). edgemem reads those bytes
+    too; past the end of the file TFLM's read is undefined and the operator refused."""
     raw = ctx.file_bytes(t, 8 * channels)
     if raw is None:
-        ctx.refuse(f"its bias is int32 with {channels} values; TFLite Micro's int16 {ctx.name} reads it as {channels} int64 "
-                   f"values, {8 * channels} bytes of which the last {4 * channels} lie past the end of the model file "
-                   "(an undefined read). Give the operator an int64 bias (the TFLite converter's for 16x8).")
+        ctx.refuse(f"its bias is {dtype} with {channels} values; TFLite Micro's int16 {ctx.name} reads it as {channels} "
+                   f"int64 values, {8 * channels} bytes from the start of its data, which run past the end of the model "
+                   "file or are not stored in it (an undefined read). Give the operator an int64 bias (the TFLite "
+                   "converter's for 16x8).")
     return np.frombuffer(raw, "<i8").astype(np.int64)
 
 
@@ -192,9 +195,9 @@ def depthwise_conv_2d(ctx: OpContext):
     if (oh, ow) != tuple(out_shape[1:3]):
         ctx.refuse(f"its output shape {list(out_shape)} is not the convolution's ({oh}x{ow} expected).")
     w, w_scales = _weights(ctx, w_t, oc, "output channel")
-    bias, bias_dtype = _bias(ctx, 2, oc, ("int64", "int32"))
-    if bias_dtype == "int32":  # TFLM's kernel reads it through an int64 pointer all the same
-        bias = _bias_read_as_int64(ctx, ctx.inputs[2], oc)
+    bias, bias_dtype = _bias(ctx, 2, oc, ("int64",) + _NARROW_BIASES)
+    if bias_dtype != "int64" and bias is not None:  # TFLM's kernel reads any bias through an int64 pointer
+        bias = _bias_read_as_int64(ctx, ctx.inputs[2], oc, bias_dtype)
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
     wrapping = bias is not None and not _fits_int64(bias, mult, (w_shape[1] * w_shape[2]) << 22)

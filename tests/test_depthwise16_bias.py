@@ -1,9 +1,10 @@
-"""16x8 DEPTHWISE_CONV_2D with an int32 bias, against TFLite Micro bit for bit (tests/op_check.py), on small models
-made here. TFLM's int16 depthwise kernel reads its bias through an int64 pointer whatever its type
+"""16x8 DEPTHWISE_CONV_2D with a bias narrower than int64, against TFLite Micro bit for bit (tests/op_check.py), on
+small models made here. TFLM's int16 depthwise kernel reads its bias through an int64 pointer whatever its type
 (depthwise_conv.cc: GetOptionalTensorData<int64_t>, no type check in Prepare), so channel c takes the 8 bytes at
-8 * c of the bias data: a pair of int32 values for the first half of the channels, the model file's bytes after
-the bias for the rest. Biases whose int64 reading is sane, full-range ones whose int64 sum and product wrap in
-TFLM, a depth multiplier of 2, an odd channel count; refused when those bytes would lie past the end of the file.
+8 * c of the bias data: for int32, a pair of values for the first half of the channels, the model file's bytes
+after the bias for the rest. int32 biases whose int64 reading is sane, full-range ones whose int64 sum and product
+wrap in TFLM, a depth multiplier of 2, an odd channel count; int16, int8 and float32 biases (TFLM runs those too);
+refused when those bytes would lie past the end of the file.
 (CONV_2D 16x8 is different: conv.cc switches to its int32 accumulator on an int32 bias; tests/test_ops_int16_conv.py.)
 """
 
@@ -43,10 +44,12 @@ def _options(stride, padding, act, multiplier):
 
 
 def _bias_values(rng, kind: str, oc: int) -> np.ndarray:
-    """'paired': pairs (v, sign of v) that read as int64 give channel c < oc / 2 the bias v; 'full': the full
-    int32 range (TFLM's int64 sum and product wrap)."""
+    """int32 'paired': pairs (v, sign of v) that read as int64 give channel c < oc / 2 the bias v; int32 'full':
+    the full range (TFLM's int64 sum and product wrap); 'int16', 'int8', 'float32': small values of that type."""
     if kind == "full":
         return rng.integers(-(1 << 31), (1 << 31) - 1, oc, endpoint=True).astype(np.int32)
+    if kind in ("int16", "int8", "float32"):
+        return rng.integers(-100, 100, oc).astype(kind)
     values = rng.integers(-(1 << 20), 1 << 20, oc).astype(np.int32)
     values[1::2] = np.where(values[0::2][: len(values[1::2])] < 0, -1, 0)
     return values
@@ -54,7 +57,7 @@ def _bias_values(rng, kind: str, oc: int) -> np.ndarray:
 
 def model(x_shape, kernel, multiplier, out_shape, *, stride=(1, 1), padding=mm.PAD.SAME, act=mm.ACT.NONE,
           bias="paired", seed=0) -> bytes:
-    """x int16 -> DEPTHWISE_CONV_2D (int8 weights per channel, an int32 bias) -> y int16."""
+    """x int16 -> DEPTHWISE_CONV_2D (int8 weights per channel, a bias of ``bias``: see _bias_values) -> y int16."""
     rng = np.random.default_rng(seed)
     oc = x_shape[3] * multiplier
     mb = mm.ModelBuilder(description="edgemem int16 depthwise int32 bias")
@@ -77,6 +80,10 @@ CASES = {
     "full-range-wraps-6ch": dict(x_shape=(1, 6, 6, 6), kernel=(3, 3), multiplier=1, out_shape=(1, 6, 6, 6), bias="full", seed=4),
     "full-range-wraps-mult2-s2": dict(x_shape=(1, 5, 7, 2), kernel=(3, 3), multiplier=2, out_shape=(1, 3, 4, 4), stride=(2, 2),
                                       bias="full", seed=5),
+    "int16-bias-5ch": dict(x_shape=(1, 4, 4, 5), kernel=(3, 3), multiplier=1, out_shape=(1, 4, 4, 5), bias="int16", seed=6),
+    "int8-bias-3x2ch": dict(x_shape=(1, 4, 5, 3), kernel=(2, 2), multiplier=2, out_shape=(1, 4, 5, 6), bias="int8", seed=7),
+    "float32-bias-4ch-s2": dict(x_shape=(1, 6, 6, 4), kernel=(3, 3), multiplier=1, out_shape=(1, 3, 3, 4), stride=(2, 2),
+                                bias="float32", seed=8),
 }
 
 
@@ -94,14 +101,15 @@ def bias_as_tflm_reads_it(data: bytes) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_int32_bias_as_tflm_reads_it(name, tmp_path):
+def test_bias_as_tflm_reads_it(name, tmp_path):
     case = CASES[name]
     data = model(**case)
     read = bias_as_tflm_reads_it(data)
     oc = case["x_shape"][3] * case["multiplier"]
-    if case.get("bias", "paired") == "paired":  # the first half of the channels read a sane int64 bias
+    kind = case.get("bias", "paired")
+    if kind == "paired":  # the first half of the channels read a sane int64 bias
         assert np.all(np.abs(read[: oc // 2]) < 1 << 20)
-    else:  # TFLM's product (reduced multiplier >= 2^13 here) leaves int64 and wraps
+    elif kind == "full":  # TFLM's product (reduced multiplier >= 2^13 here) leaves int64 and wraps
         assert np.max(np.abs(read.astype(np.float64))) * (1 << 13) > 2.0**63
     result = check_model(data, tmp_path, seeds=(0, 1, 2))
     assert result.oracle == "tflm"
