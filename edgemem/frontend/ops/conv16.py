@@ -8,8 +8,8 @@ What TFLM does, and so what these lowerings do:
   BATCH_MATMUL take the product of the float32 scales in float first (GetQuantizedConvolutionMultipler).
 - Accumulator: int64 with an int64 bias (the converter's), none, or for TRANSPOSE_CONV an int16 one; int32 for
   CONV_2D / FULLY_CONNECTED with an int32 bias (or none and quantized_bias_type INT32). DEPTHWISE_CONV_2D reads
-  its bias as int64 whatever its type, TRANSPOSE_CONV as int64 unless int16: a narrower one (any numeric type
-  for DEPTHWISE_CONV_2D, int32 for TRANSPOSE_CONV) is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
+  its bias as int64 whatever its type, TRANSPOSE_CONV as int64 unless int16: a narrower one (any numeric type,
+  but TRANSPOSE_CONV's int16) is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
   (_bias_read_as_int64), with TFLM's wrapped int64 arithmetic where that bias makes it wrap (_fits_int64).
 - Zero points: the int16 CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV kernels ignore all of them (the fused
   activation's clamp still takes the output zero point into account, as CalculateActivationRangeQuantized
@@ -30,7 +30,8 @@ from .registry import OpContext, lowering
 
 _ACTS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 _BIAS_TYPES = {0: None, 2: "int32", 4: "int64"}  # quantized_bias_type: FLOAT32 (unset), INT32, INT64
-# the numeric bias types narrower than int64 that TFLM's int16 DEPTHWISE_CONV_2D reads as int64 all the same
+# the numeric bias types narrower than int64 that TFLM's int16 DEPTHWISE_CONV_2D (and TRANSPOSE_CONV, but for
+# int16, which it widens) reads as int64 all the same
 _NARROW_BIASES = ("int32", "int16", "int8", "uint8", "uint16", "uint32", "float16", "float32")
 
 
@@ -126,7 +127,7 @@ def _fits_int64(bias, reduced, bound: int) -> bool:
 
 
 def _bias_read_as_int64(ctx: OpContext, t, channels: int, dtype: str = "int32") -> np.ndarray:
-    """The bias TFLM's 16x8 TRANSPOSE_CONV (int32) and DEPTHWISE_CONV_2D (any type) use when the file's is
+    """The bias TFLM's 16x8 TRANSPOSE_CONV (any type but int16) and DEPTHWISE_CONV_2D (any type) use when it is
     narrower than int64: they read it through an int64 pointer (GetOptionalTensorData<int64_t>, no type check;
     CONV_2D alone switches to int32 arithmetic), so channel c gets the 8 bytes at 8 * c from the start of the
     bias data: for int32, two values for the first half of the channels, then the bytes that follow the bias in
@@ -286,9 +287,9 @@ def transpose_conv(ctx: OpContext):
     same = opts is None or opts.Padding() == tflite.Padding.SAME
     pad = tuple(transpose_conv_padding(out_shape[i + 1], x_shape[i + 1], w_shape[i + 1], stride[i], same) for i in range(2))
     w, w_scales = _weights(ctx, w_t, w_shape[0], "output channel")
-    bias, bias_dtype = _bias(ctx, 3, w_shape[0], ("int64", "int16", "int32"))
-    if bias_dtype == "int32":
-        bias, bias_dtype = _bias_read_as_int64(ctx, ctx.inputs[3], w_shape[0]), "int64"
+    bias, bias_dtype = _bias(ctx, 3, w_shape[0], ("int64", "int16") + tuple(t for t in _NARROW_BIASES if t != "int16"))
+    if bias_dtype not in (None, "int64", "int16"):  # TFLM widens an int16 bias; any other it reads as int64
+        bias, bias_dtype = _bias_read_as_int64(ctx, ctx.inputs[3], w_shape[0], bias_dtype), "int64"
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
     wrapping = bias is not None and not _fits_int64(bias, mult, _sum_bound(x_shape, w_shape, stride))
