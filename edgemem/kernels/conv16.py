@@ -185,14 +185,17 @@ def depthwise_conv2d(x_shape, w_shape, out_shape, stride, dilation, pad, has_bia
 
 
 def fully_connected(batches: int, depth: int, units: int, bias_dtype: str | None, wide: bool, per_channel: bool,
-                    in_zp: int, w_zp: int, out_zp: int, act):
+                    in_zp: int, w_zp: int, out_zp: int, act, wrapping: bool = False):
     """FULLY_CONNECTED 16x8: x [batches, depth] int16, weights [units, depth] int8, optional bias [units]
     (int64 or int32), mult/shift ([units] per channel, [1] per tensor), out [batches, units] int16.
     TFLM's: sum of w * (x - in_zp) (per tensor: (w - w_zp) * (x - in_zp)), bias, MultiplyByQuantizedMultiplier,
-    plus the output zero point, clamped to ``act``."""
+    plus the output zero point, clamped to ``act``. ``wrapping`` (int64 path, a bias whose sum or product leaves
+    int64 in TFLM): the bias parameter is replaced by the int64 lo, hi [units] of wrapped_offsets, and the
+    requantization is mbqm64_wrapped (as transpose_conv's)."""
     x = te.placeholder((batches, depth), "int16", name="x")
     wt = te.placeholder((units, depth), "int8", name="w")
-    bias = te.placeholder((units,), bias_dtype, name="bias") if bias_dtype else None
+    bias = te.placeholder((units,), bias_dtype, name="bias") if bias_dtype and not wrapping else None
+    lo, hi = (te.placeholder((units,), "int64", name=n) for n in ("lo", "hi")) if wrapping else (None, None)
     mult, shift = _requant_params(units if per_channel else 1)
     rk = te.reduce_axis((0, depth), "rk")
     wzp = 0 if per_channel else int(w_zp)
@@ -205,12 +208,14 @@ def fully_connected(batches: int, depth: int, units: int, bias_dtype: str | None
     acc = te.compute((batches, units), acc_fn, name="acc")
 
     def out_fn(b, u):
-        v = acc[b, u] + (tirx.Cast("int64", bias[u]) if bias is not None else tirx.const(0, "int64"))
         ch = u if per_channel else 0
+        if wrapping:
+            return _clamp16(mbqm64_wrapped(acc[b, u] * _i64(mult[ch]), lo[u], hi[u], shift[ch]) + int(out_zp), *act)
+        v = acc[b, u] + (tirx.Cast("int64", bias[u]) if bias is not None else tirx.const(0, "int64"))
         return _clamp16(_requant(v, mult[ch], shift[ch], wide) + int(out_zp), *act)
 
     out = te.compute((batches, units), out_fn, name="out")
-    params = [x, wt] + ([bias] if bias is not None else []) + [mult, shift, out]
+    params = [x, wt] + ([bias] if bias is not None else []) + ([lo, hi] if wrapping else []) + [mult, shift, out]
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 

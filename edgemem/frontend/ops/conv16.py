@@ -8,8 +8,8 @@ What TFLM does, and so what these lowerings do:
   BATCH_MATMUL take the product of the float32 scales in float first (GetQuantizedConvolutionMultipler).
 - Accumulator: int64 with an int64 bias (the converter's), none, or for TRANSPOSE_CONV an int16 one; int32 for
   CONV_2D / FULLY_CONNECTED with an int32 bias (or none and quantized_bias_type INT32). DEPTHWISE_CONV_2D reads
-  its bias as int64 whatever its type, TRANSPOSE_CONV as int64 unless int16: a narrower one (any numeric type,
-  but TRANSPOSE_CONV's int16) is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
+  its bias as int64 whatever its type, TRANSPOSE_CONV unless int16, FULLY_CONNECTED unless int32: a narrower one
+  read as int64 is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
   (_bias_read_as_int64), with TFLM's wrapped int64 arithmetic where that bias makes it wrap (_fits_int64).
 - Zero points: the int16 CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV kernels ignore all of them (the fused
   activation's clamp still takes the output zero point into account, as CalculateActivationRangeQuantized
@@ -30,8 +30,8 @@ from .registry import OpContext, lowering
 
 _ACTS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 _BIAS_TYPES = {0: None, 2: "int32", 4: "int64"}  # quantized_bias_type: FLOAT32 (unset), INT32, INT64
-# the numeric bias types narrower than int64 that TFLM's int16 DEPTHWISE_CONV_2D (and TRANSPOSE_CONV, but for
-# int16, which it widens) reads as int64 all the same
+# the numeric bias types narrower than int64 that TFLM's int16 DEPTHWISE_CONV_2D reads as int64 all the same
+# (TRANSPOSE_CONV all but int16, which it widens; FULLY_CONNECTED all but int32, its int32 accumulator's)
 _NARROW_BIASES = ("int32", "int16", "int8", "uint8", "uint16", "uint32", "float16", "float32")
 
 
@@ -127,7 +127,8 @@ def _fits_int64(bias, reduced, bound: int) -> bool:
 
 
 def _bias_read_as_int64(ctx: OpContext, t, channels: int, dtype: str = "int32") -> np.ndarray:
-    """The bias TFLM's 16x8 TRANSPOSE_CONV (any type but int16) and DEPTHWISE_CONV_2D (any type) use when it is
+    """The bias TFLM's 16x8 TRANSPOSE_CONV (any type but int16), DEPTHWISE_CONV_2D (any type) and FULLY_CONNECTED
+    (any type but int32) use when it is
     narrower than int64: they read it through an int64 pointer (GetOptionalTensorData<int64_t>, no type check;
     CONV_2D alone switches to int32 arithmetic), so channel c gets the 8 bytes at 8 * c from the start of the
     bias data: for int32, two values for the first half of the channels, then the bytes that follow the bias in
@@ -241,7 +242,9 @@ def fully_connected(ctx: OpContext):
     if q is None or q[0].size not in (1, units):
         ctx.refuse(f"its weights have {0 if q is None else q[0].size} scales; TFLite takes one or one per unit ({units}).")
     per_channel = q[0].size > 1
-    bias, bias_dtype = _bias(ctx, 2, units, ("int64", "int32"))
+    bias, bias_dtype = _bias(ctx, 2, units, ("int64",) + _NARROW_BIASES)
+    if bias_dtype not in (None, "int64", "int32"):  # TFLM's int64 path reads any bias but int32 as int64
+        bias, bias_dtype = _bias_read_as_int64(ctx, ctx.inputs[2], units, bias_dtype), "int64"
     wide = _accumulator(ctx, bias_dtype, opts)
     if per_channel:
         mult, shift = conv_multipliers(in_scale, q[0], out_scale)
@@ -252,9 +255,16 @@ def fully_connected(ctx: OpContext):
         w_zp = int(q[1][0])
     mult, shift = _requant_constants(ctx, mult, shift, wide)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
-    prim = k.fully_connected(batches, depth, units, bias_dtype, wide, per_channel, in_zp, w_zp, out_zp, act)
+    # |(w - w_zp) * (x - in_zp)| < 2^8 * 2^16 per term
+    mults, shifts = (np.broadcast_to(a, (units,)) for a in (mult, shift))
+    wrapping = wide and bias is not None and not _fits_int64(bias, mults, depth << 24)
+    prim = k.fully_connected(batches, depth, units, bias_dtype, wide, per_channel, in_zp, w_zp, out_zp, act, wrapping)
     flat = ctx.reshape(ctx.expr(x), (batches, depth))
-    args = [flat, w.astype(np.int8)] + ([_const(bias)] if bias is not None else []) + [mult, shift]
+    if wrapping:
+        biases = [_const(a) for a in k.wrapped_offsets(bias, mults, shifts)]
+    else:
+        biases = [_const(bias)] if bias is not None else []
+    args = [flat, w.astype(np.int8)] + biases + [mult, shift]
     out = ctx.emit("FULLY_CONNECTED", prim, args, (batches, units), "int16", batches * units * depth)
     return ctx.reshape(out, out_shape) if tuple(out_shape) != (batches, units) else out
 
