@@ -259,3 +259,39 @@ def dense_model(inputs: int, outputs: int, seed: int = 0) -> bytes:
     y = mb.tensor("y", (1, outputs), np.int8, _Q)
     mb.op(mm.OP.FULLY_CONNECTED, [x, wt, bias], [y], *mm.fully_connected_options(mm.ACT.NONE), version=4)
     return mb.serialize([x], [y])
+
+
+# ---------------------------------------------------------------- operator options shared by the int16 tests
+
+
+def depthwise_options(stride, padding, act, dilation=(1, 1), multiplier=1):
+    """DepthwiseConv2DOptions for mm.ModelBuilder.op (stride and dilation as (H, W))."""
+    import tflite
+
+    def fn(b):
+        tflite.DepthwiseConv2DOptionsStart(b)
+        tflite.DepthwiseConv2DOptionsAddPadding(b, padding)
+        tflite.DepthwiseConv2DOptionsAddStrideW(b, stride[1])
+        tflite.DepthwiseConv2DOptionsAddStrideH(b, stride[0])
+        tflite.DepthwiseConv2DOptionsAddDepthMultiplier(b, multiplier)
+        tflite.DepthwiseConv2DOptionsAddFusedActivationFunction(b, act)
+        tflite.DepthwiseConv2DOptionsAddDilationWFactor(b, dilation[1])
+        tflite.DepthwiseConv2DOptionsAddDilationHFactor(b, dilation[0])
+        return tflite.DepthwiseConv2DOptionsEnd(b)
+
+    return mm.OPTS.DepthwiseConv2DOptions, fn
+
+
+def transpose_conv_options(stride, padding, act):
+    """TransposeConvOptions for mm.ModelBuilder.op (stride as (H, W))."""
+    import tflite
+
+    def fn(b):
+        tflite.TransposeConvOptionsStart(b)
+        tflite.TransposeConvOptionsAddPadding(b, padding)
+        tflite.TransposeConvOptionsAddStrideH(b, stride[0])
+        tflite.TransposeConvOptionsAddStrideW(b, stride[1])
+        tflite.TransposeConvOptionsAddFusedActivationFunction(b, act)
+        return tflite.TransposeConvOptionsEnd(b)
+
+    return mm.OPTS.TransposeConvOptions, fn

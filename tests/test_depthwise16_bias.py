@@ -25,22 +25,11 @@ from edgemem.errors import UnsupportedModelError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from small_models import depthwise_options  # noqa: E402
+
 BIAS_INPUT = 2
 
-
-def _options(stride, padding, act, multiplier):
-    def fn(b):
-        tflite.DepthwiseConv2DOptionsStart(b)
-        tflite.DepthwiseConv2DOptionsAddPadding(b, padding)
-        tflite.DepthwiseConv2DOptionsAddStrideW(b, stride[1])
-        tflite.DepthwiseConv2DOptionsAddStrideH(b, stride[0])
-        tflite.DepthwiseConv2DOptionsAddDepthMultiplier(b, multiplier)
-        tflite.DepthwiseConv2DOptionsAddFusedActivationFunction(b, act)
-        tflite.DepthwiseConv2DOptionsAddDilationWFactor(b, 1)
-        tflite.DepthwiseConv2DOptionsAddDilationHFactor(b, 1)
-        return tflite.DepthwiseConv2DOptionsEnd(b)
-
-    return mm.OPTS.DepthwiseConv2DOptions, fn
 
 
 def _bias_values(rng, kind: str, oc: int) -> np.ndarray:
@@ -68,7 +57,7 @@ def model(x_shape, kernel, multiplier, out_shape, *, stride=(1, 1), padding=mm.P
     taps = kernel[0] * kernel[1]
     out_scale = np.float32(1 / 4096) * np.float32(0.01) * np.float32(np.sqrt(taps) * 32767 * 127 / 3 / 8000)
     y = mb.tensor("y", out_shape, np.int16, mm.qparams([out_scale], [0]))
-    mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, w, b], [y], *_options(stride, padding, act, multiplier), version=5)
+    mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, w, b], [y], *depthwise_options(stride, padding, act, multiplier=multiplier), version=5)
     return mb.serialize([x], [y])
 
 

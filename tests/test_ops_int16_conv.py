@@ -33,6 +33,9 @@ from edgemem.errors import UnsupportedModelError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from small_models import depthwise_options, transpose_conv_options  # noqa: E402
 import tflite  # noqa: E402
 
 OPS_DIR = Path(__file__).resolve().parent / "models" / "ops"
@@ -103,20 +106,6 @@ def _conv_options(stride, padding, act, dilation, bias_type):
     return mm.OPTS.Conv2DOptions, fn
 
 
-def _depthwise_options(stride, padding, act, dilation, multiplier):
-    def fn(b):
-        tflite.DepthwiseConv2DOptionsStart(b)
-        tflite.DepthwiseConv2DOptionsAddPadding(b, padding)
-        tflite.DepthwiseConv2DOptionsAddStrideW(b, stride[1])
-        tflite.DepthwiseConv2DOptionsAddStrideH(b, stride[0])
-        tflite.DepthwiseConv2DOptionsAddDepthMultiplier(b, multiplier)
-        tflite.DepthwiseConv2DOptionsAddFusedActivationFunction(b, act)
-        tflite.DepthwiseConv2DOptionsAddDilationWFactor(b, dilation[1])
-        tflite.DepthwiseConv2DOptionsAddDilationHFactor(b, dilation[0])
-        return tflite.DepthwiseConv2DOptionsEnd(b)
-
-    return mm.OPTS.DepthwiseConv2DOptions, fn
-
 
 def _fc_options(act, keep_num_dims, bias_type):
     def fn(b):
@@ -128,17 +117,6 @@ def _fc_options(act, keep_num_dims, bias_type):
 
     return mm.OPTS.FullyConnectedOptions, fn
 
-
-def _tconv_options(stride, padding, act):
-    def fn(b):
-        tflite.TransposeConvOptionsStart(b)
-        tflite.TransposeConvOptionsAddPadding(b, padding)
-        tflite.TransposeConvOptionsAddStrideH(b, stride[0])
-        tflite.TransposeConvOptionsAddStrideW(b, stride[1])
-        tflite.TransposeConvOptionsAddFusedActivationFunction(b, act)
-        return tflite.TransposeConvOptionsEnd(b)
-
-    return mm.OPTS.TransposeConvOptions, fn
 
 
 def _bmm_options(adj_x, adj_y):
@@ -208,7 +186,7 @@ def depthwise_model(x_shape, kernel, multiplier, out_shape, *, stride=(1, 1), pa
         inputs = inputs[:2]  # TFLM crashes in Prepare on a -1 (left-out) DEPTHWISE_CONV_2D bias
     gain = _auto_gain(gain, kernel[0] * kernel[1], wmax)
     y = mb.tensor("y", out_shape, I16, _q(float(in_q[0]) * 0.01 / gain, out_zp))
-    mb.op(mm.OP.DEPTHWISE_CONV_2D, inputs, [y], *_depthwise_options(stride, padding, act, dilation, multiplier), version=5)
+    mb.op(mm.OP.DEPTHWISE_CONV_2D, inputs, [y], *depthwise_options(stride, padding, act, dilation, multiplier), version=5)
     return mb.serialize([x], [y])
 
 
@@ -242,7 +220,7 @@ def tconv_model(x_shape, w_shape, out_shape, *, stride=(1, 1), padding=mm.PAD.SA
     # an output gathers about KH * KW * I / stride^2 products
     gain = _auto_gain(gain, max(int(np.prod(w_shape[1:])) // (stride[0] * stride[1]), 1), wmax)
     y = mb.tensor("y", out_shape, I16, _q(float(in_q[0]) * 0.01 / gain, out_zp))
-    mb.op(mm.OP.TRANSPOSE_CONV, inputs, [y], *_tconv_options(stride, padding, act), version=3)
+    mb.op(mm.OP.TRANSPOSE_CONV, inputs, [y], *transpose_conv_options(stride, padding, act), version=3)
     return mb.serialize([x], [y])
 
 
@@ -318,7 +296,7 @@ def _depthwise_wrong_multiplier() -> bytes:
     x = mb.tensor("x", (1, 3, 3, 2), I16, _q(1 / 4096))
     w = mb.const("w", np.ones((1, 3, 3, 4), np.int8), mm.qparams([0.01], [0], 3))
     y = mb.tensor("y", (1, 3, 3, 4), I16, _q(0.01))
-    mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, w], [y], *_depthwise_options((1, 1), mm.PAD.SAME, mm.ACT.NONE, (1, 1), 1), version=5)
+    mb.op(mm.OP.DEPTHWISE_CONV_2D, [x, w], [y], *depthwise_options((1, 1), mm.PAD.SAME, mm.ACT.NONE), version=5)
     return mb.serialize([x], [y])
 
 

@@ -29,17 +29,9 @@ from edgemem.errors import UnsupportedModelError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from small_models import transpose_conv_options  # noqa: E402
 
-def _options(stride, padding, act):
-    def fn(b):
-        tflite.TransposeConvOptionsStart(b)
-        tflite.TransposeConvOptionsAddPadding(b, padding)
-        tflite.TransposeConvOptionsAddStrideH(b, stride[0])
-        tflite.TransposeConvOptionsAddStrideW(b, stride[1])
-        tflite.TransposeConvOptionsAddFusedActivationFunction(b, act)
-        return tflite.TransposeConvOptionsEnd(b)
-
-    return mm.OPTS.TransposeConvOptions, fn
 
 
 def _shape_options(b):
@@ -84,7 +76,7 @@ def int16_model(x_shape, w_shape, out_shape, *, stride=(1, 1), padding=mm.PAD.SA
     taps = max(int(np.prod(w_shape[1:])) // (stride[0] * stride[1]), 1)
     out_scale = np.float32(1 / 4096) * np.float32(0.01) * np.float32(np.sqrt(taps) * 32767 * 127 / 3 / 8000)
     y = mb.tensor("y", out_shape, np.int16, mm.qparams([out_scale], [0]))
-    mb.op(mm.OP.TRANSPOSE_CONV, ins, [y], *_options(stride, padding, act), version=3)
+    mb.op(mm.OP.TRANSPOSE_CONV, ins, [y], *transpose_conv_options(stride, padding, act), version=3)
     return mb.serialize(inputs + [x], [y])
 
 
@@ -97,7 +89,7 @@ def float_model(x_shape, w_shape, out_shape, *, stride=(1, 1), padding=mm.PAD.SA
     w = mb.const("w", rng.standard_normal(w_shape).astype(np.float32))
     ins = [shape, w, x] + ([mb.const("b", rng.standard_normal(w_shape[0]).astype(np.float32))] if bias else [])
     y = mb.tensor("y", out_shape, np.float32)
-    mb.op(mm.OP.TRANSPOSE_CONV, ins, [y], *_options(stride, padding, act), version=3)
+    mb.op(mm.OP.TRANSPOSE_CONV, ins, [y], *transpose_conv_options(stride, padding, act), version=3)
     return mb.serialize(inputs + [x], [y])
 
 
