@@ -103,10 +103,11 @@ def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False, 
 
 
 def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: bool = True, float_input: bool = False,
-              pad: bool = False) -> bytes:
+              pad: bool = False, uint8_input: bool = False) -> bytes:
     """x -> conv3x3 s2 -> dw3x3 -> conv1x1 (+ the s2 conv's output: a residual ADD) -> dw3x3 s2 -> conv1x1 ->
     conv3x3 (after any split) -> out. Odd sizes, so border patches differ from interior ones. ``float_input``:
-    a float32 x and a QUANTIZE first (as tinyengine_mcunet_vww). ``pad``: the dw3x3 s2 as an explicit PAD
+    a float32 x and a QUANTIZE first (as tinyengine_mcunet_vww); ``uint8_input``: a uint8 x and a QUANTIZE
+    first (as a camera model, e.g. openmv_palm_detection), with another scale (a real requantize). ``pad``: the dw3x3 s2 as an explicit PAD
     then a VALID depthwise convolution (as MobileNetV2-224's stride-2 blocks)."""
     rng = np.random.default_rng(seed)
     mb = mm.ModelBuilder(description="edgemem patches test")
@@ -114,6 +115,9 @@ def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: boo
     model_input = x
     if float_input:
         model_input = mb.tensor("xf", (1, h, w, 3), np.float32)
+        mb.op(mm.OP.QUANTIZE, [model_input], [x])
+    elif uint8_input:
+        model_input = mb.tensor("xu", (1, h, w, 3), np.uint8, mm.qparams([0.03], [120]))
         mb.op(mm.OP.QUANTIZE, [model_input], [x])
     h2, w2 = -(-h // 2), -(-w // 2)
     h4, w4 = -(-h2 // 2), -(-w2 // 2)
