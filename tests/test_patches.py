@@ -419,3 +419,24 @@ def test_max_pool_and_a_channel_pad_stay_in_the_patch_stage(tmp_path):
     assert any(op.name.startswith(f"em_k_patch1_s{last}_") for op in result.graph.ops)
     assert (whole.info["arena_bytes"], result.info["arena_bytes"]) == (8400, 4576)
     compare_built(path, tmp_path / "p", tmp_path)
+
+
+def test_a_uint8_input_quantize_starts_a_rolling_stage(tmp_path):
+    """A camera model (openmv_palm_detection: uint8 input, QUANTIZE to int8 first): a rolling stage used to
+    need an int8 model input, so only recomputing grids were offered and none fit. Now the rolling stage starts
+    at the QUANTIZE (its ring holds the input's bytes, no row recomputed): the default build under a RAM budget
+    the whole-tensor plan misses runs ops 0..5 as one rolling kernel, below that plan, bit-exact with TFLM on
+    the host (gcc -Werror, sanitizers)."""
+    from op_check import compare_built
+
+    path = tmp_path / "u8.tflite"
+    path.write_bytes(cnn_model(32, 24, 16, seed=3, uint8_input=True))
+    whole = pipeline.build(path, "stm32f746", tmp_path / "w", pipeline.BuildOptions(
+        passes=("fold_pad", *pp.FINISH), compile=False, overwrite=True))  # fmt: skip
+    assert whole.info["arena_bytes"] == 6144  # the residual block's 16x12x16 tensors, less what runs in place
+    result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(
+        ram=16384 + 5120, compile=False, overwrite=True))  # fmt: skip
+    ops = [op.name for op in result.graph.ops]
+    assert ops[0] == "em_k_roll1_s5_q1" and not any(op.kind == "QUANTIZE" for op in result.graph.ops), ops
+    assert result.info["arena_bytes"] == 4896  # the uint8 input (2,304 B), S (768 B) and the rings
+    compare_built(path, tmp_path / "p", tmp_path)
