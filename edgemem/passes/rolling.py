@@ -19,8 +19,10 @@ computes (every call's output pixels), so the MAC limit and the objective see th
 
 A reader that needs fewer columns than its input's ring holds (e.g. a residual ADD's skip input, whose ring
 is as wide as the 3x3 convolution reading it needs) reads a copy of its columns (a small buffer in the same
-scratch). Only int8 stage tensors (the rings are byte buffers); a stage reading an NCHW input through a
-TRANSPOSE or a float input is left to the p x q grids.
+scratch). Only int8 stage tensors (the rings are byte buffers), but for a uint8 model input read by
+element-wise operators only (a camera model's QUANTIZE first: its ring holds the input's bytes and the
+QUANTIZE's patch kernel reads them back as uint8); a stage reading an NCHW input through a TRANSPOSE of a
+uint8 input, or a float input, is left to the p x q grids.
 """
 
 from __future__ import annotations
