@@ -8,9 +8,9 @@ does not write: int32 biases (TFLM's int32 accumulator), no bias with quantized_
 TRANSPOSE_CONV bias, per-tensor weights, multipliers above 1 (shift > 0) and outputs saturating at the int16
 ends, nonzero zero points (ignored by TFLM's int16 convolutions except in the activation clamp; used by
 FULLY_CONNECTED), grouped convolution, batches, depth multiplier 3; and the forms TFLM cannot run right, which
-edgemem refuses (an int32 DEPTHWISE_CONV_2D bias, nonzero BATCH_MATMUL zero points, a
-depth_multiplier option the shapes contradict, activation bounds beyond int32, scales of 128 and more; an int32
-TRANSPOSE_CONV bias is built as TFLM reads it, tests/test_transpose_conv_forms.py). The int16
+edgemem refuses (nonzero BATCH_MATMUL zero points, a depth_multiplier option the shapes contradict, activation
+bounds beyond int32, scales of 128 and more; an int32 TRANSPOSE_CONV or DEPTHWISE_CONV_2D bias is built as TFLM
+reads it, tests/test_transpose_conv_forms.py and test_depthwise16_bias.py). The int16
 depthwise convolution written over its input (passes/inplace.py) is checked on its arena too.
 
 Converter models with an operator edgemem refuses (the float-edged ones need int16 QUANTIZE / DEQUANTIZE, the
@@ -289,6 +289,12 @@ HANDMADE = {
     "fc-per-channel-int32-bias-relu6": lambda: fc_model((2, 12), 5, bias="int32", per_channel=True, act=mm.ACT.RELU6, seed=14),
     "fc-nobias-int32-accumulator-keepdims": lambda: fc_model((1, 3, 10), 4, keep_num_dims=True, bias=None, bias_type=I32_BIAS,
                                                             per_channel=True, seed=15),
+    # FULLY_CONNECTED with a bias neither int64 nor int32: TFLM reads it through an int64 pointer all the same
+    # (the model file's bytes after the bias too; a float32 zero bias gives its first half of units a zero one)
+    "fc-int16-bias-per-tensor-zero-points": lambda: fc_model((3, 20), 7, bias="int16", in_q=(1 / 4096, 120), out_zp=-2000,
+                                                            bias_mag=1000, seed=21),
+    "fc-int8-bias-per-channel": lambda: fc_model((2, 12), 9, bias="int8", per_channel=True, bias_mag=100, seed=22),
+    "fc-float32-zero-bias-relu": lambda: fc_model((2, 16), 6, bias="float32", bias_mag=0, act=mm.ACT.RELU, seed=23),
     "fc-multiplier-above-1": lambda: fc_model((4, 3), 6, wmax=1, gain=1.0, per_channel=True, bias_mag=4000, seed=16),
     # TRANSPOSE_CONV: an int16 bias (TFLM widens it to int64), per tensor, multipliers above 1
     "tconv-int16-bias-s2": lambda: tconv_model((1, 3, 4, 3), (4, 3, 3, 3), (1, 6, 8, 4), stride=(2, 2), bias="int16", bias_mag=20000, seed=17),
@@ -317,8 +323,6 @@ def _depthwise_wrong_multiplier() -> bytes:
 
 
 REFUSED = {
-    # TFLM reads a DEPTHWISE_CONV_2D bias as int64 whatever its type: an int32 one would be misread
-    "depthwise-int32-bias": (lambda: depthwise_model((1, 4, 4, 2), (3, 3), 1, (1, 4, 4, 2), bias="int32"), "bias is int32"),
     # TFLM's int16 BATCH_MATMUL fails its Prepare on nonzero zero points
     "bmm-zero-point": (lambda: bmm_model((1, 2, 3), (1, 3, 2), (1, 2, 2), zps=(0, 0, 5)), "zero points"),
     # TFLM loops over the depth_multiplier option, not the shapes

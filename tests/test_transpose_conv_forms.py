@@ -7,7 +7,8 @@ bit for bit, float within FLOAT_RTOL), on small models made here:
 - a 16x8 int32 bias (xmos_denoise_16x8.tflite): TFLM reads any bias but an int16 one through an int64 pointer, so
   channel c takes the 8 bytes at 8 * c of the bias data, the second half of them the file's bytes after it. Biases
   whose int64 reading is sane, full-range ones whose sum and product wrap int64 in TFLM, an odd channel count;
-  refused when those bytes would lie past the end of the file. int64 biases keep working.
+  refused when those bytes would lie past the end of the file. int8 and float32 biases are read the same way
+  (TFLM runs them). int64 biases keep working.
 - an operator TVM imports but nothing lowers to a kernel is refused naming the TFLite operator.
 """
 
@@ -55,6 +56,10 @@ def _int16_bias(rng, kind: str, o: int, scales) -> tuple[np.ndarray, dict]:
         return rng.integers(-(1 << 24), 1 << 24, o).astype(np.int64), q
     if kind == "int32-full":
         return rng.integers(-(1 << 31), (1 << 31) - 1, o, endpoint=True).astype(np.int32), q
+    if kind == "int16":  # TFLM widens it to int64
+        return rng.integers(-(1 << 15), 1 << 15, o).astype(np.int16), q
+    if kind in ("int8", "float32"):  # TFLM reads these through its int64 pointer too
+        return rng.integers(-100, 100, o).astype(kind), q
     values = rng.integers(-(1 << 20), 1 << 20, o).astype(np.int32)
     values[1::2] = np.where(values[0::2][: len(values[1::2])] < 0, -1, 0)
     return values, q
@@ -129,6 +134,10 @@ INT16 = {
                                         bias="int32-full", seed=9),
     "int32-bias-full-range-s1-valid": dict(x_shape=(1, 4, 4, 2), w_shape=(5, 3, 3, 2), out_shape=(1, 6, 6, 5), padding=VALID,
                                            shape_as="const", bias="int32-full", seed=10),
+    "int8-bias-4ch-s2-same": dict(x_shape=(1, 3, 3, 4), w_shape=(4, 3, 3, 4), out_shape=(1, 6, 6, 4), stride=(2, 2),
+                                  shape_as="const", bias="int8", seed=12),
+    "float32-bias-5ch-s1-valid": dict(x_shape=(1, 4, 4, 2), w_shape=(5, 3, 3, 2), out_shape=(1, 6, 6, 5), padding=VALID,
+                                      shape_as="const", bias="float32", seed=13),
     "int64-bias-shape-input-s21": dict(x_shape=(1, 3, 4, 2), w_shape=(3, 3, 2, 2), out_shape=(1, 6, 4, 3), stride=(2, 1), seed=11),
 }
 

@@ -144,16 +144,19 @@ def conv2d(x_shape, w_shape, out_shape, stride, dilation, pad, bias_dtype: str |
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 
-def depthwise_conv2d(x_shape, w_shape, out_shape, stride, dilation, pad, has_bias: bool, act):
+def depthwise_conv2d(x_shape, w_shape, out_shape, stride, dilation, pad, has_bias: bool, act, wrapping: bool = False):
     """DEPTHWISE_CONV_2D 16x8 (int64 accumulator, int64 bias: TFLM's only int16 form): x [N, H, W, C] int16,
     weights [KH, KW, C * M] int8, optional bias [C * M] int64, mult/shift [C * M] (reduce_multipliers), out
-    [N, OH, OW, C * M]. Output channel oc reads input channel oc // M. Zero points are ignored, as in TFLM."""
+    [N, OH, OW, C * M]. Output channel oc reads input channel oc // M. Zero points are ignored, as in TFLM.
+    ``wrapping`` (a bias whose sum or product leaves int64 in TFLM): the bias parameter is replaced by the int64
+    lo, hi [C * M] of wrapped_offsets, and the requantization is mbqm64_wrapped (as transpose_conv's)."""
     n, h, w, c = (int(d) for d in x_shape)
     kh, kw, oct_ = (int(d) for d in w_shape)
     m = oct_ // c
     x = te.placeholder((n, h, w, c), "int16", name="x")
     wt = te.placeholder((kh, kw, oct_), "int8", name="w")
-    bias = te.placeholder((oct_,), "int64", name="bias") if has_bias else None
+    bias = te.placeholder((oct_,), "int64", name="bias") if has_bias and not wrapping else None
+    lo, hi = (te.placeholder((oct_,), "int64", name=n) for n in ("lo", "hi")) if wrapping else (None, None)
     mult, shift = _requant_params(oct_)
     rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
     sh, sw = stride
@@ -171,23 +174,28 @@ def depthwise_conv2d(x_shape, w_shape, out_shape, stride, dilation, pad, has_bia
     acc = te.compute(tuple(int(d) for d in out_shape), acc_fn, name="acc")
 
     def out_fn(b, i, j, oc):
-        v = acc[b, i, j, oc] + (bias[oc] if has_bias else tirx.const(0, "int64"))
+        if wrapping:
+            return _clamp16(mbqm64_wrapped(acc[b, i, j, oc] * _i64(mult[oc]), lo[oc], hi[oc], shift[oc]), *act)
+        v = acc[b, i, j, oc] + (bias[oc] if bias is not None else tirx.const(0, "int64"))
         return _clamp16(mbqm64(v, mult[oc], shift[oc]), *act)
 
     out = te.compute(tuple(int(d) for d in out_shape), out_fn, name="out")
-    params = [x, wt] + ([bias] if has_bias else []) + [mult, shift, out]
+    params = [x, wt] + ([bias] if bias is not None else []) + ([lo, hi] if wrapping else []) + [mult, shift, out]
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 
 def fully_connected(batches: int, depth: int, units: int, bias_dtype: str | None, wide: bool, per_channel: bool,
-                    in_zp: int, w_zp: int, out_zp: int, act):
+                    in_zp: int, w_zp: int, out_zp: int, act, wrapping: bool = False):
     """FULLY_CONNECTED 16x8: x [batches, depth] int16, weights [units, depth] int8, optional bias [units]
     (int64 or int32), mult/shift ([units] per channel, [1] per tensor), out [batches, units] int16.
     TFLM's: sum of w * (x - in_zp) (per tensor: (w - w_zp) * (x - in_zp)), bias, MultiplyByQuantizedMultiplier,
-    plus the output zero point, clamped to ``act``."""
+    plus the output zero point, clamped to ``act``. ``wrapping`` (int64 path, a bias whose sum or product leaves
+    int64 in TFLM): the bias parameter is replaced by the int64 lo, hi [units] of wrapped_offsets, and the
+    requantization is mbqm64_wrapped (as transpose_conv's)."""
     x = te.placeholder((batches, depth), "int16", name="x")
     wt = te.placeholder((units, depth), "int8", name="w")
-    bias = te.placeholder((units,), bias_dtype, name="bias") if bias_dtype else None
+    bias = te.placeholder((units,), bias_dtype, name="bias") if bias_dtype and not wrapping else None
+    lo, hi = (te.placeholder((units,), "int64", name=n) for n in ("lo", "hi")) if wrapping else (None, None)
     mult, shift = _requant_params(units if per_channel else 1)
     rk = te.reduce_axis((0, depth), "rk")
     wzp = 0 if per_channel else int(w_zp)
@@ -200,12 +208,14 @@ def fully_connected(batches: int, depth: int, units: int, bias_dtype: str | None
     acc = te.compute((batches, units), acc_fn, name="acc")
 
     def out_fn(b, u):
-        v = acc[b, u] + (tirx.Cast("int64", bias[u]) if bias is not None else tirx.const(0, "int64"))
         ch = u if per_channel else 0
+        if wrapping:
+            return _clamp16(mbqm64_wrapped(acc[b, u] * _i64(mult[ch]), lo[u], hi[u], shift[ch]) + int(out_zp), *act)
+        v = acc[b, u] + (tirx.Cast("int64", bias[u]) if bias is not None else tirx.const(0, "int64"))
         return _clamp16(_requant(v, mult[ch], shift[ch], wide) + int(out_zp), *act)
 
     out = te.compute((batches, units), out_fn, name="out")
-    params = [x, wt] + ([bias] if bias is not None else []) + [mult, shift, out]
+    params = [x, wt] + ([bias] if bias is not None else []) + ([lo, hi] if wrapping else []) + [mult, shift, out]
     return _scalar_accumulator(te.create_prim_func(params), ["acc"])
 
 

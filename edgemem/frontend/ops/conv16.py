@@ -8,8 +8,9 @@ What TFLM does, and so what these lowerings do:
   BATCH_MATMUL take the product of the float32 scales in float first (GetQuantizedConvolutionMultipler).
 - Accumulator: int64 with an int64 bias (the converter's), none, or for TRANSPOSE_CONV an int16 one; int32 for
   CONV_2D / FULLY_CONNECTED with an int32 bias (or none and quantized_bias_type INT32). DEPTHWISE_CONV_2D reads
-  its bias as int64 whatever its type (other types refused), TRANSPOSE_CONV as int64 unless int16: an int32 one
-  is read as TFLM reads it, the model file's bytes from its start taken 8 at a time (_bias_read_as_int64).
+  its bias as int64 whatever its type, TRANSPOSE_CONV unless int16, FULLY_CONNECTED unless int32: a narrower one
+  read as int64 is read as TFLM reads it, the model file's bytes from its start taken 8 at a time
+  (_bias_read_as_int64), with TFLM's wrapped int64 arithmetic where that bias makes it wrap (_fits_int64).
 - Zero points: the int16 CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV kernels ignore all of them (the fused
   activation's clamp still takes the output zero point into account, as CalculateActivationRangeQuantized
   does); FULLY_CONNECTED subtracts the input's and adds the output's (and the weights' per tensor);
@@ -29,6 +30,9 @@ from .registry import OpContext, lowering
 
 _ACTS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 _BIAS_TYPES = {0: None, 2: "int32", 4: "int64"}  # quantized_bias_type: FLOAT32 (unset), INT32, INT64
+# the numeric bias types narrower than int64 that TFLM's int16 DEPTHWISE_CONV_2D reads as int64 all the same
+# (TRANSPOSE_CONV all but int16, which it widens; FULLY_CONNECTED all but int32, its int32 accumulator's)
+_NARROW_BIASES = ("int32", "int16", "int8", "uint8", "uint16", "uint32", "float16", "float32")
 
 
 def activation_range_int16(ctx: OpContext, code: int, scale: float, zp: int) -> tuple[int, int]:
@@ -116,6 +120,29 @@ def _accumulator(ctx: OpContext, bias_dtype, options) -> bool:
     return _BIAS_TYPES.get(kind) != "int32"
 
 
+def _fits_int64(bias, reduced, bound: int) -> bool:
+    """Whether (sum + bias) * reduced + rounding stays inside int64 for every channel (it does for any bias
+    the converter writes; an int32 bias read as int64 may not)."""
+    return all((abs(int(b)) + bound) * int(m) + (1 << 46) < 1 << 63 for b, m in zip(bias, reduced))
+
+
+def _bias_read_as_int64(ctx: OpContext, t, channels: int, dtype: str = "int32") -> np.ndarray:
+    """The bias TFLM's 16x8 TRANSPOSE_CONV (any type but int16), DEPTHWISE_CONV_2D (any type) and FULLY_CONNECTED
+    (any type but int32) use when it is
+    narrower than int64: they read it through an int64 pointer (GetOptionalTensorData<int64_t>, no type check;
+    CONV_2D alone switches to int32 arithmetic), so channel c gets the 8 bytes at 8 * c from the start of the
+    bias data: for int32, two values for the first half of the channels, then the bytes that follow the bias in
+    the model file (in flash on a device, and the same in TFLM's Python interpreter). edgemem reads those bytes
+    too; past the end of the file TFLM's read is undefined and the operator refused."""
+    raw = ctx.file_bytes(t, 8 * channels)
+    if raw is None:
+        ctx.refuse(f"its bias is {dtype} with {channels} values; TFLite Micro's int16 {ctx.name} reads it as {channels} "
+                   f"int64 values, {8 * channels} bytes from the start of its data, which run past the end of the model "
+                   "file or are not stored in it (an undefined read). Give the operator an int64 bias (the TFLite "
+                   "converter's for 16x8).")
+    return np.frombuffer(raw, "<i8").astype(np.int64)
+
+
 # ---------------------------------------------------------------- CONV_2D
 
 @lowering("CONV_2D", types=("int16",))
@@ -170,14 +197,22 @@ def depthwise_conv_2d(ctx: OpContext):
     if (oh, ow) != tuple(out_shape[1:3]):
         ctx.refuse(f"its output shape {list(out_shape)} is not the convolution's ({oh}x{ow} expected).")
     w, w_scales = _weights(ctx, w_t, oc, "output channel")
-    bias, _ = _bias(ctx, 2, oc, ("int64",))
+    bias, bias_dtype = _bias(ctx, 2, oc, ("int64",) + _NARROW_BIASES)
+    if bias_dtype != "int64" and bias is not None:  # TFLM's kernel reads any bias through an int64 pointer
+        bias = _bias_read_as_int64(ctx, ctx.inputs[2], oc, bias_dtype)
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
-    # the spec lets passes/inplace.py rebuild it to write over its input (kernel_spec's depthwise_conv2d16)
-    spec = Depthwise16(x_shape=x_shape, w_shape=w_shape[1:], out_shape=out_shape, stride=stride, dilation=dilation,
-                       pad=(pt, pl), has_bias=bias is not None, act=act)
-    prim = k.depthwise_conv2d(x_shape, w_shape[1:], out_shape, stride, dilation, (pt, pl), bias is not None, act)
-    args = [ctx.expr(x), w.reshape(w_shape[1:])] + ([_const(bias)] if bias is not None else []) + [mult, shift]
+    wrapping = bias is not None and not _fits_int64(bias, mult, (w_shape[1] * w_shape[2]) << 22)
+    # the spec lets passes/inplace.py rebuild it to write over its input (kernel_spec's depthwise_conv2d16); the
+    # in-place form has no wrapped arithmetic, so a wrapping bias keeps the operator out of place (no spec)
+    spec = None if wrapping else Depthwise16(x_shape=x_shape, w_shape=w_shape[1:], out_shape=out_shape, stride=stride,
+                                             dilation=dilation, pad=(pt, pl), has_bias=bias is not None, act=act)
+    prim = k.depthwise_conv2d(x_shape, w_shape[1:], out_shape, stride, dilation, (pt, pl), bias is not None, act, wrapping)
+    if wrapping:
+        biases = [_const(a) for a in k.wrapped_offsets(bias, mult, shift)]
+    else:
+        biases = [_const(bias)] if bias is not None else []
+    args = [ctx.expr(x), w.reshape(w_shape[1:])] + biases + [mult, shift]
     macs = int(np.prod(out_shape)) * w_shape[1] * w_shape[2]
     return ctx.emit("DEPTHWISE_CONV_2D", prim, args, out_shape, "int16", macs, spec=spec)
 
@@ -207,7 +242,9 @@ def fully_connected(ctx: OpContext):
     if q is None or q[0].size not in (1, units):
         ctx.refuse(f"its weights have {0 if q is None else q[0].size} scales; TFLite takes one or one per unit ({units}).")
     per_channel = q[0].size > 1
-    bias, bias_dtype = _bias(ctx, 2, units, ("int64", "int32"))
+    bias, bias_dtype = _bias(ctx, 2, units, ("int64",) + _NARROW_BIASES)
+    if bias_dtype not in (None, "int64", "int32"):  # TFLM's int64 path reads any bias but int32 as int64
+        bias, bias_dtype = _bias_read_as_int64(ctx, ctx.inputs[2], units, bias_dtype), "int64"
     wide = _accumulator(ctx, bias_dtype, opts)
     if per_channel:
         mult, shift = conv_multipliers(in_scale, q[0], out_scale)
@@ -218,9 +255,16 @@ def fully_connected(ctx: OpContext):
         w_zp = int(q[1][0])
     mult, shift = _requant_constants(ctx, mult, shift, wide)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
-    prim = k.fully_connected(batches, depth, units, bias_dtype, wide, per_channel, in_zp, w_zp, out_zp, act)
+    # |(w - w_zp) * (x - in_zp)| < 2^8 * 2^16 per term
+    mults, shifts = (np.broadcast_to(a, (units,)) for a in (mult, shift))
+    wrapping = wide and bias is not None and not _fits_int64(bias, mults, depth << 24)
+    prim = k.fully_connected(batches, depth, units, bias_dtype, wide, per_channel, in_zp, w_zp, out_zp, act, wrapping)
     flat = ctx.reshape(ctx.expr(x), (batches, depth))
-    args = [flat, w.astype(np.int8)] + ([_const(bias)] if bias is not None else []) + [mult, shift]
+    if wrapping:
+        biases = [_const(a) for a in k.wrapped_offsets(bias, mults, shifts)]
+    else:
+        biases = [_const(bias)] if bias is not None else []
+    args = [flat, w.astype(np.int8)] + biases + [mult, shift]
     out = ctx.emit("FULLY_CONNECTED", prim, args, (batches, units), "int16", batches * units * depth)
     return ctx.reshape(out, out_shape) if tuple(out_shape) != (batches, units) else out
 
@@ -231,26 +275,6 @@ def _sum_bound(x_shape, w_shape, stride) -> int:
     """A bound on |sum of x * w| at one TRANSPOSE_CONV output: its taps times 2^15 * 2^7."""
     taps = -(-w_shape[1] // stride[0]) * -(-w_shape[2] // stride[1]) * x_shape[3]
     return taps << 22
-
-
-def _fits_int64(bias, reduced, bound: int) -> bool:
-    """Whether (sum + bias) * reduced + rounding stays inside int64 for every channel (it does for any bias
-    the converter writes; an int32 bias read as int64 may not)."""
-    return all((abs(int(b)) + bound) * int(m) + (1 << 46) < 1 << 63 for b, m in zip(bias, reduced))
-
-
-def _bias_read_as_int64(ctx: OpContext, t, channels: int) -> np.ndarray:
-    """The bias TFLM's 16x8 TRANSPOSE_CONV uses when the file's is int32: it reads every bias that is not int16
-    through an int64 pointer (GetOptionalTensorData<int64_t>, no type check), so channel c gets the 8 bytes at
-    8 * c from the start of the bias data: two int32 values for the first half of the channels, then the bytes
-    that follow the bias in the model file (in flash on a device, and the same in TFLM's Python interpreter).
-    edgemem reads those bytes too; past the end of the file TFLM's read is undefined and the operator refused."""
-    raw = ctx.file_bytes(t, 8 * channels)
-    if raw is None:
-        ctx.refuse(f"its bias is int32 with {channels} values; TFLite Micro's int16 TRANSPOSE_CONV reads it as {channels} int64 "
-                   f"values, {8 * channels} bytes of which the last {4 * channels} lie past the end of the model file "
-                   "(an undefined read). Give the operator an int64 bias (the TFLite converter's for 16x8).")
-    return np.frombuffer(raw, "<i8").astype(np.int64)
 
 
 @lowering("TRANSPOSE_CONV", types=("int16",))
@@ -273,9 +297,9 @@ def transpose_conv(ctx: OpContext):
     same = opts is None or opts.Padding() == tflite.Padding.SAME
     pad = tuple(transpose_conv_padding(out_shape[i + 1], x_shape[i + 1], w_shape[i + 1], stride[i], same) for i in range(2))
     w, w_scales = _weights(ctx, w_t, w_shape[0], "output channel")
-    bias, bias_dtype = _bias(ctx, 3, w_shape[0], ("int64", "int16", "int32"))
-    if bias_dtype == "int32":
-        bias, bias_dtype = _bias_read_as_int64(ctx, ctx.inputs[3], w_shape[0]), "int64"
+    bias, bias_dtype = _bias(ctx, 3, w_shape[0], ("int64", "int16") + tuple(t for t in _NARROW_BIASES if t != "int16"))
+    if bias_dtype not in (None, "int64", "int16"):  # TFLM widens an int16 bias; any other it reads as int64
+        bias, bias_dtype = _bias_read_as_int64(ctx, ctx.inputs[3], w_shape[0], bias_dtype), "int64"
     mult, shift = _requant_constants(ctx, *conv_multipliers(in_scale, w_scales, out_scale), True)
     act = activation_range_int16(ctx, opts.FusedActivationFunction() if opts is not None else 0, out_scale, out_zp)
     wrapping = bias is not None and not _fits_int64(bias, mult, _sum_bound(x_shape, w_shape, stride))

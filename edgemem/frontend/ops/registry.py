@@ -159,7 +159,9 @@ class OpContext:
         if not self.is_const(t) or getattr(self.conv, "is_folded", lambda _: False)(t):
             return None
         tab = t.buffer._tab
-        start = tab.Vector(tab.Offset(4))  # Buffer.data, field 0
+        if not tab.Offset(4):  # no Buffer.data (field 0): the data lies outside the flatbuffer, or nowhere
+            return None
+        start = tab.Vector(tab.Offset(4))
         lo, hi = getattr(self.conv.model, "source", (0, len(tab.Bytes)))
         if start < lo or start + count > hi:
             return None
