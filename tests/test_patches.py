@@ -103,10 +103,11 @@ def _conv(mb, rng, name, x, c_in, c_out, k, stride, out_shape, depthwise=False, 
 
 
 def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: bool = True, float_input: bool = False,
-              pad: bool = False) -> bytes:
+              pad: bool = False, uint8_input: bool = False) -> bytes:
     """x -> conv3x3 s2 -> dw3x3 -> conv1x1 (+ the s2 conv's output: a residual ADD) -> dw3x3 s2 -> conv1x1 ->
     conv3x3 (after any split) -> out. Odd sizes, so border patches differ from interior ones. ``float_input``:
-    a float32 x and a QUANTIZE first (as tinyengine_mcunet_vww). ``pad``: the dw3x3 s2 as an explicit PAD
+    a float32 x and a QUANTIZE first (as tinyengine_mcunet_vww); ``uint8_input``: a uint8 x and a QUANTIZE
+    first (as a camera model, e.g. openmv_palm_detection), with another scale (a real requantize). ``pad``: the dw3x3 s2 as an explicit PAD
     then a VALID depthwise convolution (as MobileNetV2-224's stride-2 blocks)."""
     rng = np.random.default_rng(seed)
     mb = mm.ModelBuilder(description="edgemem patches test")
@@ -114,6 +115,9 @@ def cnn_model(h: int = 13, w: int = 11, c: int = 8, seed: int = 0, residual: boo
     model_input = x
     if float_input:
         model_input = mb.tensor("xf", (1, h, w, 3), np.float32)
+        mb.op(mm.OP.QUANTIZE, [model_input], [x])
+    elif uint8_input:
+        model_input = mb.tensor("xu", (1, h, w, 3), np.uint8, mm.qparams([0.03], [120]))
         mb.op(mm.OP.QUANTIZE, [model_input], [x])
     h2, w2 = -(-h // 2), -(-w // 2)
     h4, w4 = -(-h2 // 2), -(-w2 // 2)
@@ -414,4 +418,25 @@ def test_max_pool_and_a_channel_pad_stay_in_the_patch_stage(tmp_path):
         ram=16384 + whole.info["arena_bytes"] * 3 // 4 // 32 * 32, compile=False, overwrite=True))  # fmt: skip
     assert any(op.name.startswith(f"em_k_patch1_s{last}_") for op in result.graph.ops)
     assert (whole.info["arena_bytes"], result.info["arena_bytes"]) == (8400, 4576)
+    compare_built(path, tmp_path / "p", tmp_path)
+
+
+def test_a_uint8_input_quantize_starts_a_rolling_stage(tmp_path):
+    """A camera model (openmv_palm_detection: uint8 input, QUANTIZE to int8 first): a rolling stage used to
+    need an int8 model input, so only recomputing grids were offered and none fit. Now the rolling stage starts
+    at the QUANTIZE (its ring holds the input's bytes, no row recomputed): the default build under a RAM budget
+    the whole-tensor plan misses runs ops 0..5 as one rolling kernel, below that plan, bit-exact with TFLM on
+    the host (gcc -Werror, sanitizers)."""
+    from op_check import compare_built
+
+    path = tmp_path / "u8.tflite"
+    path.write_bytes(cnn_model(32, 24, 16, seed=3, uint8_input=True))
+    whole = pipeline.build(path, "stm32f746", tmp_path / "w", pipeline.BuildOptions(
+        passes=("fold_pad", *pp.FINISH), compile=False, overwrite=True))  # fmt: skip
+    assert whole.info["arena_bytes"] == 6144  # the residual block's 16x12x16 tensors, less what runs in place
+    result = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(
+        ram=16384 + 5120, compile=False, overwrite=True))  # fmt: skip
+    ops = [op.name for op in result.graph.ops]
+    assert ops[0] == "em_k_roll1_s5_q1" and not any(op.kind == "QUANTIZE" for op in result.graph.ops), ops
+    assert result.info["arena_bytes"] == 4896  # the uint8 input (2,304 B), S (768 B) and the rings
     compare_built(path, tmp_path / "p", tmp_path)

@@ -19,13 +19,16 @@ computes (every call's output pixels), so the MAC limit and the objective see th
 
 A reader that needs fewer columns than its input's ring holds (e.g. a residual ADD's skip input, whose ring
 is as wide as the 3x3 convolution reading it needs) reads a copy of its columns (a small buffer in the same
-scratch). Only int8 stage tensors (the rings are byte buffers); a stage reading an NCHW input through a
-TRANSPOSE or a float input is left to the p x q grids.
+scratch). Only int8 stage tensors (the rings are byte buffers), but for a uint8 model input read by
+element-wise operators only (a camera model's QUANTIZE first: its ring holds the input's bytes and the
+QUANTIZE's patch kernel reads them back as uint8); a stage reading an NCHW input through a TRANSPOSE of a
+uint8 input, or a float input, is left to the p x q grids.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 import tvm
@@ -69,12 +72,34 @@ def _width(box) -> int:
 
 def eligible(graph: OpGraph, stage) -> bool:
     """A stage the rolling kernel runs: starts at an int8 model input (NHWC, or NCHW read through a TRANSPOSE,
-    which the row copies do), int8 tensors throughout."""
+    which the row copies do), or at a uint8 NHWC one read by element-wise operators only (a camera model's
+    QUANTIZE: its ring holds the input's bytes, see ``_bytes_input``), int8 tensors throughout."""
     if len(stage.ops) < 2 and stage.kinds[0] == "gather":
         return False
     x = graph.inputs[0]
-    names = [x] + [op.output for op in stage.ops]
-    return all(graph.tensors[n].dtype == "int8" and len(graph.tensors[n].shape) == 4 for n in names)
+    names = [op.output for op in stage.ops]
+    if graph.tensors[x].dtype == "uint8":
+        readers = [j for j, op in enumerate(stage.ops) if x in op.inputs]
+        if any(stage.kinds[j] != "ew" or stage.ops[j].inputs != (x,) or graph.ops[j].inputs[0] != x for j in readers):
+            return False  # e.g. a TRANSPOSE of a uint8 input: left to the p x q grids
+    else:
+        names.insert(0, x)
+    shapes_ok = len(graph.tensors[x].shape) == 4
+    return shapes_ok and all(graph.tensors[n].dtype == "int8" and len(graph.tensors[n].shape) == 4 for n in names)
+
+
+def _bytes_input(prim):
+    """An element-wise patch kernel reading a uint8 model input's ring: the ring is an int8 byte buffer, so
+    its first parameter becomes int8 and every read casts the byte back to uint8 (two's complement both ways:
+    the values TFLM's kernel reads, bit for bit)."""
+    text = prim.script()
+    m = re.search(r"def \w+\((\w+): T\.Buffer\(\(([^)]*)\), \"uint8\"\)", text)
+    if m is None:
+        raise ValueError(f"kernel {prim.attrs.get('global_symbol')} does not read a uint8 first parameter")
+    x = m.group(1)
+    text = text.replace(m.group(0), m.group(0).replace('"uint8"', '"int8"'), 1)
+    body = re.sub(rf"(?<![\w.])(?<!T\.reads\(){x}\[([^\]]*)\]", rf'T.Cast("uint8", {x}[\1])', text.split("\n", 1)[1])
+    return tvm.script.from_source(text.split("\n", 1)[0] + "\n" + body)
 
 
 def layout(graph: OpGraph, stage, q: int) -> Layout:
@@ -209,6 +234,8 @@ def _kernels(mod, graph: OpGraph, stage, lay: Layout, prefix: str) -> tuple[dict
                     prim = kernel_spec.build(dataclasses.replace(spec, x_shape=(1, out_rows, out_w, lay.channels[sop.inputs[0]])))
                 else:
                     prim = _retarget(prim0, graph.tensors[op.output].shape, oshape)
+                    if graph.tensors[sop.inputs[0]].dtype == "uint8":
+                        prim = _bytes_input(prim)
                 prim = _clean(prim)
                 pix = out_rows * out_w
                 full = lay.hw[sop.output][0] * lay.hw[sop.output][1]
@@ -258,6 +285,8 @@ def _step_text(graph, stage, lay: Layout, tp, st, names, consts, r_expr: str, y_
             src = (
                 f"x[0, k, {y_expr(copies)}, {c0} + j]" if lay.base else f"x[0, {y_expr(copies)}, {c0} + j, k]"
             )  # NCHW: the TRANSPOSE
+            if graph.tensors[graph.inputs[0]].dtype == "uint8":
+                src = f'T.Cast("int8", {src})'  # the byte as it is, into the byte ring
             lines.append(f"{ind}    ws[{out_off} + j * {ch[x]} + k] = {src}")
             copies += 1
             continue
@@ -328,7 +357,7 @@ def stage_kernel(mod, cand, prefix: str):
     names, prims = _kernels(mod, graph, stage, lay, prefix)
     consts = _constants(graph, stage)
     x = graph.inputs[0]
-    params = [_buffer_decl("x", graph.tensors[x].shape, "int8")]
+    params = [_buffer_decl("x", graph.tensors[x].shape, graph.tensors[x].dtype)]
     params += [_buffer_decl(f"c{i}", graph.tensors[n].shape, graph.tensors[n].dtype) for i, n in enumerate(consts)]
     params += [_buffer_decl("s", graph.tensors[stage.tensor].shape, "int8"), _buffer_decl("ws", (lay.nbytes,), "int8")]
     lines = ["@T.prim_func(private=True)", f"def stage({', '.join(params)}):"]
