@@ -295,3 +295,44 @@ def transpose_conv_options(stride, padding, act):
         return tflite.TransposeConvOptionsEnd(b)
 
     return mm.OPTS.TransposeConvOptions, fn
+
+
+# ---------------------------------------------------------------- a bias as TFLM's int64 pointer reads it
+
+
+def _bias_table(data: bytes, op_index: int, bias_input: int):
+    """(bias tensor, its buffer's flatbuffer table) of input ``bias_input`` of operator ``op_index`` (negative:
+    from the end) of subgraph 0."""
+    import tflite
+
+    m = tflite.Model.GetRootAsModel(data, 0)
+    sg = m.Subgraphs(0)
+    op = sg.Operators(op_index % sg.OperatorsLength())
+    t = sg.Tensors(int(op.Inputs(bias_input)))
+    return t, m.Buffers(t.Buffer())._tab
+
+
+def bias_as_tflm_reads_it(data: bytes, op_index: int, bias_input: int) -> np.ndarray:
+    """The int64 values at the start of that operator's bias data (what TFLM's int64 pointer reads), as many as the
+    file holds of the bias's channel count."""
+    t, tab = _bias_table(data, op_index, bias_input)
+    start = tab.Vector(tab.Offset(4))
+    raw = data[start : start + 8 * int(t.ShapeAsNumpy()[0])]
+    return np.frombuffer(raw[: len(raw) // 8 * 8], "<i8")
+
+
+def bias_moved_to_end(data: bytes, op_index: int, bias_input: int) -> bytes:
+    """``data`` with that operator's bias data moved to the last bytes of the file: TFLM's int64 read of it runs
+    past the end of the file (undefined)."""
+    import struct
+
+    _, tab = _bias_table(data, op_index, bias_input)
+    field_pos = tab.Pos + tab.Offset(4)
+    start = tab.Vector(tab.Offset(4))
+    payload = bytes(tab.Bytes[start : start + tab.VectorLen(tab.Offset(4))])
+    out = bytearray(data)
+    out += bytes(-(len(out) + 4) % 16)  # the data 16-aligned after its length word
+    vector = len(out)
+    out += struct.pack("<I", len(payload)) + payload
+    struct.pack_into("<I", out, field_pos, vector - field_pos)
+    return bytes(out)

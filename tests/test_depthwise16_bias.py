@@ -10,13 +10,11 @@ refused when those bytes would lie past the end of the file.
 
 from __future__ import annotations
 
-import struct
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import tflite
 
 from op_check import build_for_host, check_model
 
@@ -26,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from small_models import depthwise_options  # noqa: E402
+from small_models import bias_as_tflm_reads_it, bias_moved_to_end, depthwise_options  # noqa: E402
 
 BIAS_INPUT = 2
 
@@ -76,24 +74,11 @@ CASES = {
 }
 
 
-def bias_as_tflm_reads_it(data: bytes) -> np.ndarray:
-    """The int64 values at the start of the bias data of the model's one operator (what TFLM reads), as many as
-    the file holds of the bias's channel count."""
-    m = tflite.Model.GetRootAsModel(data, 0)
-    sg = m.Subgraphs(0)
-    t = sg.Tensors(int(sg.Operators(0).Inputs(BIAS_INPUT)))
-    tab = m.Buffers(t.Buffer())._tab
-    start = tab.Vector(tab.Offset(4))
-    oc = int(t.ShapeAsNumpy()[0])
-    raw = data[start:start + 8 * oc]
-    return np.frombuffer(raw[: len(raw) // 8 * 8], "<i8")
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_bias_as_tflm_reads_it(name, tmp_path):
     case = CASES[name]
     data = model(**case)
-    read = bias_as_tflm_reads_it(data)
+    read = bias_as_tflm_reads_it(data, 0, BIAS_INPUT)
     oc = case["x_shape"][3] * case["multiplier"]
     kind = case.get("bias", "paired")
     if kind == "paired":  # the first half of the channels read a sane int64 bias
@@ -118,26 +103,8 @@ def test_paired_bias_outputs_are_not_saturated(tmp_path):
     assert check_model(data, tmp_path / "build", seeds=(0,)).oracle == "tflm"
 
 
-def _bias_moved_to_end(data: bytes) -> bytes:
-    """``data`` with its bias data moved to the last bytes of the file: TFLM's int64 read of it runs past the
-    end of the file (undefined)."""
-    m = tflite.Model.GetRootAsModel(data, 0)
-    sg = m.Subgraphs(0)
-    t = sg.Tensors(int(sg.Operators(0).Inputs(BIAS_INPUT)))
-    tab = m.Buffers(t.Buffer())._tab
-    field_pos = tab.Pos + tab.Offset(4)
-    start = tab.Vector(tab.Offset(4))
-    payload = bytes(tab.Bytes[start:start + tab.VectorLen(tab.Offset(4))])
-    out = bytearray(data)
-    out += bytes(-(len(out) + 4) % 16)  # the data 16-aligned after its length word
-    vector = len(out)
-    out += struct.pack("<I", len(payload)) + payload
-    struct.pack_into("<I", out, field_pos, vector - field_pos)
-    return bytes(out)
-
-
 def test_int32_bias_read_past_the_file_is_refused(tmp_path):
-    data = _bias_moved_to_end(model(**CASES["paired-4ch-3x3-same"]))
-    assert bias_as_tflm_reads_it(data).size < 4  # the read leaves the file
+    data = bias_moved_to_end(model(**CASES["paired-4ch-3x3-same"]), 0, BIAS_INPUT)
+    assert bias_as_tflm_reads_it(data, 0, BIAS_INPUT).size < 4  # the read leaves the file
     with pytest.raises(UnsupportedModelError, match="DEPTHWISE_CONV_2D reads it as 4 int64 values.*past the end of the model file"):
         build_for_host(data, tmp_path)

@@ -20,6 +20,9 @@ from op_check import check_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from small_models import transpose_conv_options  # noqa: E402
 import tflite  # noqa: E402
 
 OPS_DIR = Path(__file__).resolve().parent / "models" / "ops"
@@ -181,18 +184,6 @@ def test_batch_matmul_converted(path, tmp_path):
 
 # ---------------------------------------------------------------- TRANSPOSE_CONV
 
-def _tconv_options(padding, stride, act):
-    def fn(b):
-        tflite.TransposeConvOptionsStart(b)
-        tflite.TransposeConvOptionsAddPadding(b, padding)
-        tflite.TransposeConvOptionsAddStrideH(b, stride[0])
-        tflite.TransposeConvOptionsAddStrideW(b, stride[1])
-        tflite.TransposeConvOptionsAddFusedActivationFunction(b, act)
-        return tflite.TransposeConvOptionsEnd(b)
-
-    return mm.OPTS.TransposeConvOptions, fn
-
-
 def tconv_model(x_shape, w_shape, out_shape, *, stride=(1, 1), padding=mm.PAD.SAME, act=mm.ACT.NONE, bias=True,
                 dtype=np.int8, per_channel=True, in_q=(0.05, -3), out_q=(0.1, 4), w_scale=0.01, seed=0) -> bytes:
     """x [N, H, W, I] -> TRANSPOSE_CONV(weights [O, KH, KW, I]) -> y ``out_shape``."""
@@ -212,7 +203,7 @@ def tconv_model(x_shape, w_shape, out_shape, *, stride=(1, 1), padding=mm.PAD.SA
         b = mb.const("b", rng.standard_normal(o).astype(np.float32)) if bias else -1
         y = mb.tensor("y", out_shape, np.float32)
     inputs = [shape_t, w, x] + ([b] if bias else [])
-    mb.op(mm.OP.TRANSPOSE_CONV, inputs, [y], *_tconv_options(padding, stride, act), version=3)
+    mb.op(mm.OP.TRANSPOSE_CONV, inputs, [y], *transpose_conv_options(stride, padding, act), version=3)
     return mb.serialize([x], [y])
 
 

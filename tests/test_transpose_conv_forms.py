@@ -14,7 +14,6 @@ bit for bit, float within FLOAT_RTOL), on small models made here:
 
 from __future__ import annotations
 
-import struct
 import sys
 from pathlib import Path
 
@@ -30,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import make_example_model as mm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from small_models import transpose_conv_options  # noqa: E402
+from small_models import bias_as_tflm_reads_it, bias_moved_to_end, transpose_conv_options  # noqa: E402
+
+TCONV_BIAS = 3  # TRANSPOSE_CONV's inputs: output shape, weights, data, bias
 
 
 
@@ -157,28 +158,16 @@ def test_int16(name, tmp_path):
     model = int16_model(**INT16[name])
     bias = INT16[name].get("bias", "int64")
     if bias == "int32-paired":  # the first half of the channels read a sane int64 bias: real arithmetic there
-        read = _bias_as_tflm_reads_it(model)[: INT16[name]["w_shape"][0] // 2]
+        read = bias_as_tflm_reads_it(model, -1, TCONV_BIAS)[: INT16[name]["w_shape"][0] // 2]
         assert np.all(np.abs(read) < 1 << 20)
     if bias == "int32-full":  # TFLM's product (reduced multiplier >= 2^14) leaves int64 and wraps
-        assert np.max(np.abs(_bias_as_tflm_reads_it(model).astype(np.float64))) * (1 << 14) > 2.0**63
+        assert np.max(np.abs(bias_as_tflm_reads_it(model, -1, TCONV_BIAS).astype(np.float64))) * (1 << 14) > 2.0**63
     _check(model, tmp_path)
 
 
 @pytest.mark.parametrize("name", list(FLOAT))
 def test_float(name, tmp_path):
     _check(float_model(**FLOAT[name]), tmp_path)
-
-
-def _bias_as_tflm_reads_it(model: bytes) -> np.ndarray:
-    """The int64 values at the start of the bias data of the model's one TRANSPOSE_CONV (what TFLM reads)."""
-    m = tflite.Model.GetRootAsModel(model, 0)
-    sg = m.Subgraphs(0)
-    op = sg.Operators(sg.OperatorsLength() - 1)
-    t = sg.Tensors(int(op.Inputs(3)))
-    tab = m.Buffers(t.Buffer())._tab
-    start = tab.Vector(tab.Offset(4))
-    o = int(t.ShapeAsNumpy()[0])
-    return np.frombuffer(model[start:start + 8 * o], "<i8")
 
 
 def test_int32_bias_paired_outputs_are_not_saturated(tmp_path):
@@ -193,26 +182,9 @@ def test_int32_bias_paired_outputs_are_not_saturated(tmp_path):
     _check(model, tmp_path / "build")
 
 
-def _bias_moved_to_end(model: bytes) -> bytes:
-    """``model`` with its TRANSPOSE_CONV bias data moved to the last bytes of the file: TFLM's int64 read of it
-    runs past the end of the file (undefined)."""
-    m = tflite.Model.GetRootAsModel(model, 0)
-    sg = m.Subgraphs(0)
-    t = sg.Tensors(int(sg.Operators(sg.OperatorsLength() - 1).Inputs(3)))
-    tab = m.Buffers(t.Buffer())._tab
-    field_pos = tab.Pos + tab.Offset(4)
-    data = bytes(tab.Bytes[tab.Vector(tab.Offset(4)):tab.Vector(tab.Offset(4)) + tab.VectorLen(tab.Offset(4))])
-    out = bytearray(model)
-    out += bytes(-(len(out) + 4) % 16)  # the data 16-aligned after its length word
-    vector = len(out)
-    out += struct.pack("<I", len(data)) + data
-    struct.pack_into("<I", out, field_pos, vector - field_pos)
-    return bytes(out)
-
-
 def test_int32_bias_read_past_the_file_is_refused(tmp_path):
-    model = _bias_moved_to_end(int16_model(**INT16["int32-bias-paired-4ch-s2-same"]))
-    assert _bias_as_tflm_reads_it(model).size < 4  # the read leaves the file
+    model = bias_moved_to_end(int16_model(**INT16["int32-bias-paired-4ch-s2-same"]), -1, TCONV_BIAS)
+    assert bias_as_tflm_reads_it(model, -1, TCONV_BIAS).size < 4  # the read leaves the file
     with pytest.raises(UnsupportedModelError, match="past the end of the model file"):
         build_for_host(model, tmp_path)
 
