@@ -49,8 +49,9 @@ SAMPLES = _samples()
 
 def _run(cmd, cwd, **kw) -> subprocess.CompletedProcess:
     # without the flags of a make that runs this suite (`make test`): a sub-make prints "Entering directory"
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, timeout=300, env=env, **kw)
+    from edgemem.target.toolchain import env_without_outer_make
+
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, timeout=300, env=env_without_outer_make(), **kw)
 
 
 def _nothing_else_written(directory: Path, expected: set[str]) -> None:

@@ -176,7 +176,7 @@ def build_firmware(
         cmd.append("-B")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                              env=_env_without_outer_make())  # fmt: skip
+                              env=env_without_outer_make())  # fmt: skip
     except subprocess.TimeoutExpired as e:
         raise ToolchainError(f"building the firmware in {project} took longer than {timeout:.0f} s (make timed out)") from e
     if proc.returncode != 0:
@@ -194,7 +194,7 @@ def build_firmware(
 _OUTER_MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
 
 
-def _env_without_outer_make() -> dict[str, str]:
+def env_without_outer_make() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _OUTER_MAKE_VARIABLES}
 
 
