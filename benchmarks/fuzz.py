@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,8 +117,15 @@ def worker(target: str, libfuzzer_args: list[str]) -> None:
     outcomes: dict[str, int] = {}
     stats = os.environ.get("EDGEMEM_FUZZ_STATS")  # libFuzzer exits from C: no atexit, so counts are saved as we go
 
+    crash_log = os.environ.get("EDGEMEM_FUZZ_CRASH_LOG")  # the traceback, kept where the report can show it
+
     def one_input(data: bytes) -> None:
-        outcome = TARGETS[target](data, scratch, board) or "accepted"
+        try:
+            outcome = TARGETS[target](data, scratch, board) or "accepted"
+        except Exception:
+            if crash_log:
+                Path(crash_log).write_text(traceback.format_exc())
+            raise
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if stats and sum(outcomes.values()) % STATS_EVERY == 0:
             Path(stats).write_text(json.dumps(outcomes))
@@ -234,7 +242,8 @@ def run_fuzzer(runs: int, *, seeds: str = "all", timeout: float = 10.0, max_len:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=wall_limit, stdin=subprocess.DEVNULL,
                               env={**os.environ, "PYTHONHASHSEED": "0", "EDGEMEM_FUZZ_STATS": str(work / "outcomes.json"),
-                                   "EDGEMEM_FUZZ_SCRATCH": str(work / "scratch")})  # fmt: skip
+                                   "EDGEMEM_FUZZ_SCRATCH": str(work / "scratch"),
+                                   "EDGEMEM_FUZZ_CRASH_LOG": str(work / "crash_traceback.txt")})  # fmt: skip
         output, returncode = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as e:
         output = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
@@ -243,6 +252,8 @@ def run_fuzzer(runs: int, *, seeds: str = "all", timeout: float = 10.0, max_len:
     (work / "fuzz.log").write_text(output)  # libFuzzer's whole log, next to the corpus and the artifacts
     done = re.search(r"Done (\d+) runs in (\d+) second", output)
     found = sorted(p.name for p in artifacts.iterdir() if p.name.startswith(ARTIFACTS))
+    crash_log = work / "crash_traceback.txt"
+    crash_traceback = crash_log.read_text() if crash_log.is_file() else ""
     outcomes = json.loads((work / "outcomes.json").read_text()) if (work / "outcomes.json").is_file() else {}
     return {
         "runs_requested": runs, "runs_done": int(done.group(1)) if done else None, "seconds": round(seconds, 1),
@@ -250,7 +261,7 @@ def run_fuzzer(runs: int, *, seeds: str = "all", timeout: float = 10.0, max_len:
         "crashes": sum(a.startswith(("crash-", "oom-", "leak-")) for a in found) + ("Uncaught Python exception" in output),
         "hangs": sum(a.startswith("timeout-") for a in found) + (returncode is None),
         "cov": _last_int(r"cov: (\d+)", output), "corpus_units": _last_int(r"corp: (\d+)", output),
-        "work_dir": str(work), "output_tail": output[-4000:], "command": cmd, "target": target, "outcomes": outcomes,
+        "work_dir": str(work), "output_tail": output[-4000:], "crash_traceback": crash_traceback, "command": cmd, "target": target, "outcomes": outcomes,
     }  # fmt: skip
 
 

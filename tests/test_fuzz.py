@@ -6,6 +6,7 @@ and the run really happened (libFuzzer reports every run done). The long run is 
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import random
 import sys
@@ -34,9 +35,17 @@ def _fuzz_module():
 fuzz = _fuzz_module()
 
 
+def _small_artifacts(folder: Path, names: list[str]) -> str:
+    """Inputs that crashed, as base64 when small: a CI machine's /tmp is gone by the time anyone reads its log."""
+    shown = [f"{n} (base64): {base64.b64encode(data).decode()}\n" for n in names
+             if len(data := (folder / n).read_bytes()) <= 16_384]  # fmt: skip
+    return "".join(shown)
+
+
 def test_atheris_ten_thousand_inputs_no_crash_no_hang(tmp_path):
     res = fuzz.run_fuzzer(CI_RUNS, seeds="small", timeout=10, seed=12345, work_dir=tmp_path, wall_limit=900)
-    detail = f"artifacts {res['artifacts']} in {tmp_path}; libFuzzer said:\n{res['output_tail']}"
+    detail = (f"artifacts {res['artifacts']} in {tmp_path}; the target's traceback:\n{res['crash_traceback']}\n"
+              f"{_small_artifacts(tmp_path / 'artifacts', res['artifacts'])}libFuzzer said:\n{res['output_tail']}")
     assert res["crashes"] == 0 and res["hangs"] == 0, detail
     assert res["runs_done"] is not None and res["runs_done"] >= CI_RUNS, detail
     assert res["seeds"] >= 3 and res["cov"] and res["cov"] > 50, detail  # it ran the real target on real seeds
@@ -57,6 +66,7 @@ def test_the_harness_reports_a_crash(tmp_path, monkeypatch):
     res = broken.run_fuzzer(2000, seeds="small", timeout=10, work_dir=tmp_path / "w", wall_limit=600)
     assert res["seeds"] >= 3, res
     assert res["crashes"] >= 1 and any(a.startswith("crash-") for a in res["artifacts"]), res["output_tail"]
+    assert "KeyError: 'planted'" in res["crash_traceback"], res["crash_traceback"]
 
 
 def test_seed_corpus_is_read_cleanly_and_slim_seeds_keep_the_structure(tmp_path):
