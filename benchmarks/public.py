@@ -162,19 +162,60 @@ def tflm(path: Path, timeout: float) -> dict:
     return {"runs": False, "error": _exception(rc2, err2)}
 
 
-def candidate_boards(path: Path, timeout: float):
-    """Yield, smallest first, each board `edgemem analyze` says the model fits (or may fit); then the fallback.
-    Stops at the first refusal that is not "does not fit" (unsupported or unreadable: the same on every board)."""
-    last = None
+def analyses(path: Path, timeout: float) -> tuple[list[dict], dict | None]:
+    """`edgemem analyze --json` on each shipped board, smallest RAM first: (the boards' verdicts and figures, the
+    refusal that is not "does not fit" -- unsupported or unreadable, the same on every board -- or None)."""
+    found = []
     for board in BOARDS:
         rc, out, err, _ = _run([PY, "-m", "edgemem.cli", "analyze", str(path), "--board", board, "--json"], timeout)
-        verdict = json.loads(out).get("verdict") if rc == 0 else None
-        if verdict in ("fits", "may fit", "may not fit"):
-            yield {"board": board, "flash": None, "verdict": verdict}
-        elif rc not in (0, 5):
-            last = {"rc": rc, "error": _paragraph(err)}
-            break
-    yield {"board": FALLBACK[0], "flash": FALLBACK[1], "analyze": last}
+        if rc not in (0, 5):
+            return found, {"rc": rc, "error": _paragraph(err)}
+        try:
+            a = json.loads(out)
+        except ValueError:
+            continue
+        found.append({"board": board, **{k: a.get(k) for k in ("verdict", "arena_bytes", "ram_floor_bytes",
+                      "ram_budget_bytes", "weights_bytes", "board_flash_bytes")}})  # fmt: skip
+    return found, None
+
+
+_NEEDS = re.compile(r"needs (?:an arena of|at least) ([\d,]+) (?:bytes|B of arena)")
+
+
+def arena_needed(error: str | None) -> int:
+    """The arena a refusal (exit 5) says the model needs, 0 when it names none: a user reads it and skips the
+    boards with less RAM."""
+    m = _NEEDS.search(error or "")
+    return int(m.group(1).replace(",", "")) if m else 0
+
+
+def candidate_boards(path: Path, timeout: float):
+    """Yield, as a user would try them: first each board `edgemem analyze` says the model fits (or may fit),
+    smallest RAM first, at most MAX_TRIES; then every other board, smallest RAM first, whose RAM left after its
+    stack holds the model's RAM floor (analyze's lower bound; its arena may overestimate the build's), with
+    ``--flash 64M`` (external flash) where the weights alone exceed the board's flash; last stm32f746 --flash 64M.
+    Boards with less RAM than the arena a refusal named are skipped (send that refusal's text back). Stops at
+    the first refusal that is not "does not fit"."""
+    found, last = analyses(path, timeout)
+    need, tried = 0, set()
+
+    def room(a: dict) -> bool:
+        return (a.get("ram_budget_bytes") or 0) >= max(need, a.get("ram_floor_bytes") or 0)
+
+    if last is None:
+        first = [a for a in found if a["verdict"] in ("fits", "may fit", "may not fit")][:MAX_TRIES]
+        for a in first:
+            if room(a):
+                tried.add(a["board"])
+                need = max(need, arena_needed((yield {"board": a["board"], "flash": None, "verdict": a["verdict"]})))
+        for a in found:
+            if a["board"] not in tried and room(a):
+                tried.add(a["board"])
+                flash = FALLBACK[1] if (a.get("weights_bytes") or 0) > (a.get("board_flash_bytes") or 0) else None
+                need = max(need, arena_needed((yield {"board": a["board"], "flash": flash, "verdict": a["verdict"],
+                                                       "then": True})))  # fmt: skip
+    if FALLBACK[0] not in tried:
+        yield {"board": FALLBACK[0], "flash": FALLBACK[1], "analyze": last}
 
 
 def build(path: Path, board: dict, timeout: float, out_dir: Path) -> dict:
@@ -198,7 +239,9 @@ def build(path: Path, board: dict, timeout: float, out_dir: Path) -> dict:
                    flash_bytes=data.get("flash_bytes"), total_ram_bytes=run.get("total_ram_bytes"),
                    instructions=run.get("instructions"), oracle=run.get("oracle"), bit_exact=run.get("bit_exact"),
                    max_abs_diff=run.get("max_abs_diff"), matches_reference=run.get("matches_reference"),
-                   arena_high_water_bytes=run.get("arena_high_water_bytes"))  # fmt: skip
+                   arena_high_water_bytes=run.get("arena_high_water_bytes"),
+                   stack_reserved_bytes=data.get("stack_reserved_bytes"), peak_stack_bytes=run.get("peak_stack_bytes"),
+                   stack_fallback=((data.get("stack") or {}).get("default_overflowed") or {}).get("default_stack_bytes"))  # fmt: skip
     if rc != 0:
         res["error"] = _paragraph(err)
     elif VALIDATE:
@@ -236,14 +279,18 @@ def measure(path: Path, timeout: float) -> dict:
     r["attempts"] = []
     tmp = Path(tempfile.mkdtemp(prefix="edgemem-public-"))
     try:
-        for target in candidate_boards(path, 120):
-            if len(r["attempts"]) == MAX_TRIES and not target.get("flash"):
-                continue
+        boards = candidate_boards(path, 120)
+        target = next(boards)
+        while True:
             r["target"], r["build"] = target, build(path, target, timeout, tmp / "p")
             r["attempts"].append({"board": target["board"], "fallback": bool(target.get("flash")),
-                                 "analyze": target.get("verdict"),
-                                 "rc": r["build"]["rc"], "error": r["build"].get("error")})
+                                  "analyze": target.get("verdict"),
+                                  "rc": r["build"]["rc"], "error": r["build"].get("error")})
             if r["build"]["rc"] != 5:
+                break
+            try:
+                target = boards.send(r["build"].get("error"))
+            except StopIteration:
                 break
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # our own temporary directory, nothing of the user's
@@ -305,8 +352,12 @@ def table(results: dict, timeout: float) -> str:
         + ", ".join(f"{c} ({n} models)" for c, n in collections.Counter(
             r.get("edgemem_commit", "?") for _, r in rows).most_common()) + ".",
         "",
-        "Each model: `edgemem analyze` on each shipped board, smallest RAM first, until one says it fits (else "
-        f"{FALLBACK[0]} with `--flash {FALLBACK[1]}`, as a user would try); then `edgemem build --board B MODEL "
+        "Each model, as a user would try: `edgemem analyze` on each shipped board, smallest RAM first; `edgemem "
+        f"build` on the boards it says the model fits or may fit (at most {MAX_TRIES}); if none builds, on the other "
+        "boards, smallest RAM first, whose RAM left after the stack holds the model's RAM floor, with `--flash "
+        f"{FALLBACK[1]}` (external flash) where the weights alone exceed the board's flash; boards with less RAM "
+        "than the arena a refusal named are skipped; last "
+        f"{FALLBACK[0]} with `--flash {FALLBACK[1]}`. Each build is `edgemem build --board B MODEL "
         "--run --json` (QEMU, seeded input, compared with TFLite Micro or LiteRT where TFLM cannot run the model), "
         f"one at a time with a {timeout:.0f} s timeout. *TFLM arena* = TFLM's recorded non-persistent (head) / total "
         "arena in its Python interpreter (`edgemem.reference.tflm_arena_bytes`), the figure edgemem's arena competes "
@@ -326,6 +377,9 @@ def table(results: dict, timeout: float) -> str:
         board = tg.get("board", "?") + (f" --flash {tg['flash']}" if tg.get("flash") else "")
         refused = [f"{a['board']} (analyze: {a.get('analyze') or '?'})" for a in r.get("attempts", [])[:-1]]
         board += f"; build exit 5 first on {', '.join(refused)}" if refused else ""
+        if b.get("stack_fallback"):
+            board += (f"; stack {b['stack_reserved_bytes']:,} B from the call graph (edgemem's own fallback: the "
+                      f"default {b['stack_fallback']:,} B did not link)")  # fmt: skip
         builds = "yes" if b.get("rc") in (0, 8) else ("timeout" if b.get("rc") is None and b else "no")
         why = _short(b.get("error", "")) if b.get("rc") != 0 else ""
         lines.append(f"| {s.get('publisher', '?')} | {f} | {r.get('bytes', 0) / 1024:,.0f} | {ops} | {tf} | {board} "

@@ -254,7 +254,10 @@ def _print_build(info: BuildInfo) -> None:
     st = info.stack
     bound = (f"bound {st['bound_bytes']:,} B (call graph) + margin {st['margin_bytes']:,} B" if st and st["auto"]
              else f"call-graph bound {info.stack_estimate_bytes:,} B")  # fmt: skip
-    t.add_row("stack", f"{_kib(info.stack_reserved_bytes)} reserved{' (auto)' if st and st['auto'] else ''}, {bound}")
+    fell_back = (st or {}).get("default_overflowed")
+    how = (f" (auto: the board's default {fell_back['default_stack_bytes']:,} B did not fit)" if fell_back
+           else " (auto)" if st and st["auto"] else "")  # fmt: skip
+    t.add_row("stack", f"{_kib(info.stack_reserved_bytes)} reserved{how}, {bound}")
     state = f", of which model state kept across runs {info.state_bytes:,} B" if info.state_bytes else ""
     t.add_row("static RAM (.data+.bss)", _kib(info.static_ram_bytes) + state)
     t.add_row("total RAM", f"{_kib(info.total_ram_bytes)} of {_kib(info.board_ram_bytes)}")

@@ -204,30 +204,36 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
             image = qemu_image(board, split_regions=options.pool_per_region, profile=options.profile)
             render_image(image, project)
             write_library(project, sources, board, model.path.name)
-            stack = None
+            stack, overflow = None, None
             if options.compile:
                 try:
                     link_replanning(project, image)
                 except LinkDoesNotFitError as e:
                     # --stack auto: the stack planned until compiling (budget.AUTO_STACK_PLANNED) may be what
-                    # overflows; the call graph comes from the compiler, so size it and link again: that link decides
-                    if options.stack != "auto" or e.use.flash_over > 0:
+                    # overflows; the call graph comes from the compiler, so size it and link again: that link decides.
+                    # No --stack: the board's default reservation may be all that overflows (below)
+                    if isinstance(options.stack, int) or e.use.flash_over > 0:
                         raise
+                    overflow = e
                 stack = _stack_bound(project, board)
                 _check_stack(options.stack, stack, "the firmware")
-                if options.stack == "auto":  # relink with the call graph's bound + margin (target/stack.py)
+                if overflow is not None and options.stack is None:
+                    _check_default_fallback(overflow, stack, board)
+                if options.stack == "auto" or overflow is not None:  # relink with the bound + margin (target/stack.py)
                     result.board = _auto_stack(project, board, stack, options.pool_per_region, options.profile)
-                    result.sizes = _link(project, result.board, dataclasses.replace(image, board=result.board),
-                                         model.path.name)  # fmt: skip
+                    result.sizes = _relink(project, result.board, dataclasses.replace(image, board=result.board),
+                                           model.path.name, overflow if options.stack is None else None)  # fmt: skip
         device_sizes = None
         if board_image:
             with stage("board image"):
-                device_sizes = _link_device(project, board, model.path.name, sources, options.stack)
+                device_stack = "auto" if overflow is not None else options.stack  # as the QEMU image's
+                device_sizes = _link_device(project, board, model.path.name, sources, device_stack)
         with stage("report"):
             info = collect_build_info(model, result.board, graph, schedule, plan, result.sizes, schedulers,
                                       stack_estimate=stack.bytes if stack else 0, seconds=0.0)  # fmt: skip
             if stack is not None:
-                info.stack = _stack_info(stack, result.sizes.stack_bytes, options.stack == "auto")
+                info.stack = _stack_info(stack, result.sizes.stack_bytes, options.stack == "auto" or overflow is not None)
+                info.stack["default_overflowed"] = _fallback_info(overflow, board) if options.stack is None else None
             info.pass_baselines = passes_report.pop("baselines", {})
             info.pareto = passes_report.pop("pareto", None)  # the objective's points (passes/objective.py)
             info.passes = passes_report
@@ -299,6 +305,37 @@ def _overflowed(text: str) -> bool:
     return any(s in text for s in ("will not fit in region", "overflowed by", "edgemem: "))
 
 
+def _check_default_fallback(overflow: LinkDoesNotFitError, bound, board: Board) -> None:
+    """No --stack and the link overflowed RAM: the board's default reservation is a guess, not a need, so the
+    build sizes the stack from the call graph as --stack auto does, when that bound exists and is smaller; else
+    the refusal stands."""
+    from .target.stack import auto_stack_size
+
+    if bound is None or auto_stack_size(bound) >= board.stack_size:
+        raise overflow
+
+
+def _relink(project: Path, board: Board, image, model_name: str, default_overflow: LinkDoesNotFitError | None) -> FirmwareSizes:
+    """The link with the call graph's stack; when it replaced the board's default stack (no --stack) and still
+    overflows, the refusal says the stack was already sized from the call graph."""
+    try:
+        return _link(project, board, image, model_name)
+    except LinkDoesNotFitError as e:
+        if default_overflow is None:
+            raise
+        default = default_overflow.image.board.stack_size
+        e.args = (f"{e.args[0]} (The stack was already sized from the firmware's call graph, {board.stack_size:,} B "
+                  f"instead of the board's default {default:,} B, which overflowed too.)",)  # fmt: skip
+        raise
+
+
+def _fallback_info(overflow: LinkDoesNotFitError | None, board: Board) -> dict | None:
+    """edgemem.json's ``stack.default_overflowed``: the board's default stack that did not link, and why."""
+    if overflow is None:
+        return None
+    return {"default_stack_bytes": board.stack_size, "refusal": str(overflow)}
+
+
 def _link_device(project: Path, board: Board, model_name: str, sources: dict, stack: int | str | None = None) -> FirmwareSizes:
     """The real board's image (project/board): the same model and plan, the board's own addresses, UART and
     cycle counter, no semihosting (what `edgemem flash` writes and `edgemem profile --port` reads); with
@@ -310,14 +347,24 @@ def _link_device(project: Path, board: Board, model_name: str, sources: dict, st
     image = device_image(board)
     render_image(image, project, sources=sources)
     device_dir = project / DEVICE_DIR
-    sizes = _link(project, board, image, model_name)
-    _check_stack(stack, _stack_bound(device_dir, board), "the board image")
-    if stack == "auto":
+    overflow = None
+    try:
+        sizes = _link(project, board, image, model_name)
+    except LinkDoesNotFitError as e:  # the default or provisional stack may be what overflows, as in the QEMU image
+        if isinstance(stack, int) or e.use.flash_over > 0:
+            raise
+        overflow = e
+    bound = _stack_bound(device_dir, board)
+    _check_stack(stack, bound, "the board image")
+    if overflow is not None and stack is None:
+        _check_default_fallback(overflow, bound, board)
+    if stack == "auto" or overflow is not None:
         from .target.stack import auto_stack_size, stack_bound
 
-        size = auto_stack_size(stack_bound(device_dir, board.core.has_fpu))
+        size = auto_stack_size(bound or stack_bound(device_dir, board.core.has_fpu))  # raises with the reason
         render_linker_script(image, project, stack_size=size)
-        sizes = _link(project, dataclasses.replace(board, stack_size=size), image, model_name)
+        sizes = _relink(project, dataclasses.replace(board, stack_size=size), image, model_name,
+                        overflow if stack is None else None)  # fmt: skip
     return sizes
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from edgemem import pipeline
+from edgemem import device_run, pipeline
 from edgemem.analyze import analyze
 from edgemem.errors import DoesNotFitError
 from edgemem.plan import graph_plan
@@ -152,3 +152,23 @@ def test_the_static_estimate_never_refuses_a_model_that_fits(tmp_path):
     assert (tmp_path / "p" / "firmware.elf").is_file() and result.info["fits"]
     a = analyze(model, "stm32f746", ram=RAM, options=_options(stack=STACK, pool_per_region=True))
     assert a.arena_bytes == 31232 and a.verdict == "may not fit"  # it plans as the build does; the link decides
+
+
+def test_default_stack_gives_way_to_the_call_graph_when_it_alone_overflows(tmp_path):
+    """No --stack, --ram 32K: the board's 16 KiB default reservation leaves 16,384 B, the arena is exactly that,
+    and the firmware's static data overflowed the link (exit 5 suggesting --stack auto; so was
+    openmv_blazeface_front_128 on stm32f746, by 208 B). The default is a guess, not a need: the build now sizes
+    the stack from the call graph as --stack auto does, says so in edgemem.json, and runs bit-exact within it.
+    A reservation the user gave is kept (and refused)."""
+    model = _model(tmp_path, "pw", pointwise_model(512))  # arena 16,384 B = 32 KiB less the 16 KiB stack
+    with pytest.raises(DoesNotFitError, match="--stack auto"):
+        pipeline.build(model, "stm32f746", tmp_path / "given", _options(ram=RAM, stack=16384))
+    result = pipeline.build(model, "stm32f746", tmp_path / "p", _options(ram=RAM))
+    st = result.info["stack"]
+    assert result.plan.total_bytes == RAM - 16384 and result.info["fits"]
+    assert st["auto"] and st["default_overflowed"]["default_stack_bytes"] == 16384
+    assert "RAM region" in st["default_overflowed"]["refusal"]
+    assert result.sizes.stack_bytes == st["reserved_bytes"] == st["bound_bytes"] + st["margin_bytes"] < 2048
+    assert result.sizes.ram_bytes <= RAM and _links_with_ram(tmp_path / "p", RAM)  # ld agrees
+    res = device_run.run(tmp_path / "p")
+    assert res["bit_exact"] and res["peak_stack_bytes"] <= st["bound_bytes"]
