@@ -172,3 +172,14 @@ def test_default_stack_gives_way_to_the_call_graph_when_it_alone_overflows(tmp_p
     assert result.sizes.ram_bytes <= RAM and _links_with_ram(tmp_path / "p", RAM)  # ld agrees
     res = device_run.run(tmp_path / "p")
     assert res["bit_exact"] and res["peak_stack_bytes"] <= st["bound_bytes"]
+
+
+def test_the_board_image_takes_the_same_stack_as_the_qemu_image(tmp_path):
+    """nucleo-f401re (a board image too), --ram 32K, no --stack: the 8 KiB default overflows by the static data
+    as above; both images get the call graph's stack, and the board image links within the same RAM."""
+    model = _model(tmp_path, "pw", pointwise_model(768))  # arena 24,576 B = 32 KiB less the 8 KiB stack
+    result = pipeline.build(model, "nucleo-f401re", tmp_path / "p", _options(ram=RAM))
+    st, image = result.info["stack"], result.info["board_image"]
+    assert st["auto"] and st["default_overflowed"]["default_stack_bytes"] == 8192 and st["reserved_bytes"] < 1024
+    assert (tmp_path / "p" / image["elf"]).is_file()
+    assert 24576 < image["ram_bytes"] < 24576 + result.sizes.static_ram_bytes + 2048 <= RAM
