@@ -156,10 +156,16 @@ def tflm(path: Path, timeout: float) -> dict:
     if rc == 0:
         return {"runs": True, **json.loads(out.strip().splitlines()[-1])}
     why = _exception(rc, err)
-    rc2, _, err2, _ = _run([PY, "-c", _TFLM_RAW, str(path)], timeout)
+    rc2, out2, err2, _ = _run([PY, "-c", _TFLM_RAW, str(path)], timeout)
     if rc2 == 0:
         return {"runs": True, "reference_error": f"edgemem.reference failed: {why}"}
-    return {"runs": False, "error": _exception(rc2, err2)}
+    return {"runs": False, "error": _exception(rc2, err2), "tflm_log": _tflm_log(out2 + err2)}
+
+
+def _tflm_log(text: str) -> str:
+    """TFLM's own messages before the Python exception (why it refused: a missing kernel, a hybrid model...)."""
+    lines = [ln.strip() for ln in text.split("Traceback", 1)[0].splitlines() if ln.strip()]
+    return "; ".join(dict.fromkeys(lines))[:300]
 
 
 def analyses(path: Path, timeout: float) -> tuple[list[dict], dict | None]:
@@ -371,7 +377,7 @@ def table(results: dict, timeout: float) -> str:
     for f, r in rows:
         s, t, b, tg = src.get(f, {}), r.get("tflm", {}), r.get("build", {}), r.get("target", {})
         ops = _ops_text(r.get("ops", {})) + (f" ({r['subgraphs']} subgraphs)" if r.get("subgraphs", 1) > 1 else "")
-        tf = "yes" if t.get("runs") else f"no: {_short(t.get('error', '?'), 80)}"
+        tf = "yes" if t.get("runs") else f"no: {_short(t.get('tflm_log') or t.get('error', '?'), 160)}"
         tf += f" ({_short(t['reference_error'], 90)})" if t.get("reference_error") else ""
         tarena = f"{_num(t.get('head'))} / {_num(t.get('total'))}" if t.get("head") else "-"
         board = tg.get("board", "?") + (f" --flash {tg['flash']}" if tg.get("flash") else "")
