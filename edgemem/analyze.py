@@ -213,7 +213,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     elif verdict == "fits" and (flash_high > board.flash_bytes or plan.get("static_tight")
                                 or plan["arena_bytes"] + STATIC_RAM_ESTIMATE > budget):
         verdict = "may not fit"
-    big_bytes, big_name = _largest_activation(model, constants)
+    big_bytes, big_name = _largest_activation(model, constants, _tiled(model, caps))
     if verdict == "may fit" and big_bytes > budget:  # the floor counted on a fusion the build does not do for it
         verdict = "does not fit"
         plan["note"] += (f"; tensor '{big_name}' alone is {big_bytes:,} B, more than the {budget:,} B of RAM for the "
@@ -238,16 +238,35 @@ def flash_estimate(weights: int, operators: int) -> tuple[int, int, int]:
     return low, mid, high
 
 
-def _largest_activation(model, constants: frozenset) -> tuple[int, str]:
-    """(bytes, name) of the largest tensor the model declares that is not a constant: what RAM must hold whole
-    unless a pass removes it."""
+def _largest_activation(model, constants: frozenset, tiled: frozenset = frozenset()) -> tuple[int, str]:
+    """(bytes, name) of the largest tensor the model declares that is not a constant nor ``tiled``: what RAM
+    must hold whole unless a pass removes it."""
     sg = model.Subgraphs(0)
     best = (0, "")
     for t in range(sg.TensorsLength()):
         tensor = sg.Tensors(t)
-        if t not in constants and not is_constant(model, tensor):
+        if t not in constants and t not in tiled and not is_constant(model, tensor):
             best = max(best, (tensor_bytes(tensor), tensor_name(sg, t)))
     return best
+
+
+def _tiled(model, capabilities) -> frozenset:
+    """The tensors a patch stage (the floor's assumption, passes/patches.py and rolling.py) never holds whole:
+    made and read only by the stage's operators, not a model output. openmv_movenet_singlepose_192's 903,264-byte
+    PAD output was counted whole, so analyze said "no build fits" a board the build fits (387,072 B)."""
+    from .frontend.footprint import patch_stage_ops
+
+    stage = set(patch_stage_ops(model, capabilities))
+    sg = model.Subgraphs(0)
+    made, read = {}, {}
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        for t in indices(op.OutputsAsNumpy()):
+            made[t] = i
+        for t in indices(op.InputsAsNumpy()):
+            read.setdefault(t, set()).add(i)
+    outputs = set(indices(sg.OutputsAsNumpy()))
+    return frozenset(t for t, i in made.items() if i in stage and t not in outputs and read.get(t, {-1}) <= stage)
 
 
 # ---------------------------------------------------------------- the build's plan, from the flatbuffer

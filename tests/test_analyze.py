@@ -80,6 +80,24 @@ def test_does_not_fit_exit_5():
     assert report["ram_floor_assumes"].startswith("operators #0..#")
 
 
+def test_a_tensor_a_patch_stage_never_holds_whole_does_not_refuse(tmp_path):
+    """A 32 KiB tensor inside the first stage (conv s2 -> dw -> conv1x1 -> dw s2 at 64x64x32) and 28 KiB for
+    the arena: the build runs the stage as rolling rows and fits; analyze counted that tensor whole and said
+    "no build fits" (openmv_movenet_singlepose_192 on mps2-an500: its 903,264-byte PAD output, a 387,072-byte
+    build)."""
+    from test_patches import cnn_model
+
+    path = tmp_path / "big.tflite"
+    path.write_bytes(cnn_model(64, 64, 32, residual=False))
+    ram = 16384 + 28672
+    a = analyze(path, "stm32f746", ram=ram)
+    built = pipeline.build(path, "stm32f746", tmp_path / "b", pipeline.BuildOptions(ram=ram, compile=False))
+    assert built.info["arena_bytes"] <= 28672 < 32768  # fits, below the tensor analyze counted
+    assert a.verdict == "may fit", a.plan_note
+    assert a.ram_floor_bytes <= built.info["arena_bytes"] <= a.arena_bytes
+    assert "alone is" not in a.plan_note
+
+
 def test_largest_batch_that_fits():
     """The batch model's arena grows by the batch-1 plan per item: the largest batch is the budget over it."""
     a = analyze(BATCH, "stm32f746", ram=64 * 1024)
