@@ -303,6 +303,20 @@ def measure(path: Path, timeout: float) -> dict:
     return r
 
 
+def also(r: dict, path: Path, board: str, timeout: float) -> None:
+    """One more build of a measured model, on ``board`` with its own flash, kept under r["also"][board]."""
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    tmp = Path(tempfile.mkdtemp(prefix="edgemem-public-"))
+    try:
+        b = build(path, {"board": board, "flash": None}, timeout, tmp / "p")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # our own temporary directory, nothing of the user's
+    r.setdefault("also", {})[board] = {**b, "edgemem_commit": head.stdout.strip() or "?"}
+
+
 # ---- table -----------------------------------------------------------------------------------------
 
 
@@ -407,6 +421,18 @@ def table(results: dict, timeout: float) -> str:
             if v.get("count"):
                 lines.append(f"  then `edgemem validate out/{Path(f).stem} --count {v['count']}`: "
                              f"{v['matching_count']} of {v['count']} match, max diff {v.get('max_abs_diff')}")
+    more = [(f, b) for f, r in rows for b in r.get("also", {}).values()]
+    if more:
+        lines += ["", "## The same models on another board (`benchmarks/public.py --also BOARD NAME`)", ""]
+        for f, b in more:
+            stack = f"stack {_num(b.get('stack_reserved_bytes'))} B reserved, painted peak {_num(b.get('peak_stack_bytes'))} B"
+            if b.get("stack_fallback"):
+                stack += (f" (edgemem's own fallback: the default {b['stack_fallback']:,} B stack did not link, the "
+                          "reservation is the call graph's bound + margin)")  # fmt: skip
+            lines.append(f"- {f}: `{b['command']}` at edgemem {b.get('edgemem_commit', '?')}: exit {b['rc']}, "
+                         f"{_outcome(b)}, arena {_num(b.get('arena_bytes'))} B, {stack}, total RAM "
+                         f"{_num(b.get('total_ram_bytes'))} B, {_num(b.get('instructions'))} instructions"
+                         + (f"; {_short(b['error'])}" if b.get("rc") != 0 and b.get("error") else ""))  # fmt: skip
     earlier = [(f, e) for f, r in rows for e in r.get("earlier", [])]
     if earlier:
         lines += ["", "## Wrong answers measured with an earlier edgemem commit (fixed since)", ""]
@@ -429,6 +455,8 @@ def main(argv=None) -> int:
     ap.add_argument("--validate", type=int, default=VALIDATE, help="seeded inputs per built model (0: none)")
     ap.add_argument("--tflm-only", action="store_true", help="measure again only the TFLM column of the models")
     ap.add_argument("--table", action="store_true", help="only re-write public.md from public_results.json")
+    ap.add_argument("--also", metavar="BOARD", help="build the named models on BOARD too (its own flash), kept beside "
+                    "their row: e.g. what the default board does with a model the procedure built elsewhere")  # fmt: skip
     a = ap.parse_args(argv)
     VALIDATE = a.validate
     if a.fetch:
@@ -438,6 +466,10 @@ def main(argv=None) -> int:
         for f in a.names or list(results):
             results[f]["tflm"] = tflm(MODELS / f, 300)
         RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    elif a.also:
+        for f in a.names:
+            also(results[f], MODELS / f, a.also, a.timeout)
+            RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     elif not a.table:
         todo = [s for s in sources() if (not a.names or s["file"] in a.names) and (MODELS / s["file"]).is_file()]
         for s in sorted(todo, key=lambda s: s["bytes"]):
