@@ -19,6 +19,7 @@ from ..passes.rewrite import abandon
 from .fold import FOLDERS, fold_model
 from .control_flow import has_variables
 from .footprint import indices
+from .int4 import has_int4, unpacked_model
 from .support import check_operators
 from .unique_names import with_unique_names
 from .validate_model import validate_model
@@ -146,6 +147,12 @@ def _parsed(buf: bytes, path: str):
             named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
             return named
         validate_model(model, path)  # reads options tables too, which a corrupt file can point anywhere
+        if has_int4(model):  # int4 weights unpacked to int8 (int4.py), then read as any int8 model
+            flat = unpacked_model(model, buf, path)
+            named = _parsed(flat, path)
+            start = flat.rfind(buf)  # the rewritten model holds the file whole
+            named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
+            return named
         return with_unique_names(buf, model)
     except EdgememError:
         raise
