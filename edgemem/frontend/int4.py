@@ -107,8 +107,10 @@ def _int4_filters(model, file: str) -> set[int]:
 def _refusal(model, sg, name: str, ins: list[int], pos: int | None, t: int) -> str:
     """Why TFLM would not run ``name`` with INT4 tensor ``t`` at input ``pos`` (None: an output), or ''."""
     tensor = sg.Tensors(t)
+    if pos is None:
+        return "no TFLite Micro kernel writes INT4"
     if name not in _FILTER_OPS or pos != 1:
-        return f"{name} has no kernel for an INT4 {'output' if pos is None else 'input'} there"
+        return f"TFLite Micro's {name} does not unpack INT4 there (it would read the packed bytes as another type)"
     data = model.Buffers(tensor.Buffer())
     if tensor.IsVariable() or not (data.DataLength() or data.Offset() > 1):
         return "the weights are computed at run time, not constants of the file"

@@ -437,6 +437,14 @@ def _converter_class():
                 type(self).island_starts.append(out)
             return out
 
+        def get_input_tensors(self, op):
+            # A CONV_2D's bias left out (-1), which TFLM runs without: TVM's convolution importer reads the
+            # placeholder as a tensor, so it is dropped (TFLM's DEPTHWISE_CONV_2D needs its bias: not dropped there).
+            tensors = super().get_input_tensors(op)
+            if len(tensors) == 3 and tensors[2].tensor_idx < 0 and _op_name(self.model, op) == "CONV_2D":
+                return tensors[:2]
+            return tensors
+
         def convert_fully_connected(self, op):
             # TFLite flattens every input dimension but the last into the batch.
             inp, weight = self.get_input_tensors(op)[:2]
