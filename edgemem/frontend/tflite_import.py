@@ -143,21 +143,24 @@ def _parsed(buf: bytes, path: str):
             flat, variables = _flattened(model, buf, path)  # unrolled into one subgraph when static
             named = _parsed(flat, path)
             named.variables = tuple(variables)
-            start = flat.rfind(buf)  # the flattened model holds the file whole (control_flow._serialize)
-            named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
-            return named
+            return _with_source(named, buf)
         validate_model(model, path)  # reads options tables too, which a corrupt file can point anywhere
         if has_int4(model):  # int4 weights unpacked to int8 (int4.py), then read as any int8 model
             flat = unpacked_model(model, buf, path)
-            named = _parsed(flat, path)
-            start = flat.rfind(buf)  # the rewritten model holds the file whole
-            named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
-            return named
+            return _with_source(_parsed(flat, path), buf)
         return with_unique_names(buf, model)
     except EdgememError:
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
+
+
+def _with_source(named, buf: bytes):
+    """``named`` (a rewritten model: control flow unrolled, int4 unpacked, or both) with ``source`` where the file's
+    own bytes lie in it: control_flow._serialize keeps them whole at the end of what it writes."""
+    start = bytes(named._tab.Bytes).rfind(buf)
+    named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
+    return named
 
 
 def _flattened(model, buf: bytes, path):
