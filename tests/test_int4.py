@@ -72,6 +72,25 @@ def test_int8_convolution_without_bias_matches_tflm(tmp_path):
     assert check_model(data, tmp_path).oracle == "tflm"
 
 
+def test_int4_weights_inside_a_while_loop_match_tflm(tmp_path, monkeypatch):
+    # the RNN of tests/while_models.py with its recurrent and classifier weights INT4: the loop is unrolled first,
+    # then the weights unpacked (two rewrites of the flatbuffer, one after the other)
+    import while_models
+
+    plain = im.mm.ModelBuilder.const
+
+    def const(self, name, array, quant=None):
+        if name in ("W", "y_w"):
+            return im.int4_const(self, f"{name}_int4", np.asarray(array) // 16, quant)  # -127..127 -> -8..7
+        return plain(self, name, array, quant)
+
+    monkeypatch.setattr(im.mm.ModelBuilder, "const", const)
+    data = while_models.rnn_int8(6)
+    monkeypatch.undo()
+    assert data.count(b"_int4") == 2
+    assert check_model(data, tmp_path).oracle == "tflm"
+
+
 def test_int4_net_runs_under_qemu_like_tflm(tmp_path):
     path = INT4_DIR / "net-small.tflite"
     options = pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5)
