@@ -88,6 +88,32 @@ class ValidationResult(_Report):
 
 
 @dataclass
+class DataValidationResult(_Report):
+    """`edgemem validate --data --json`: the user's samples on the device, against TFLite Micro (and a float
+    model): accuracy and confusion matrix where the data has labels, top-1 agreement, per-sample rows."""
+
+    model: str = ""
+    board: str = ""
+    data: str = ""
+    reference_model: str | None = None
+    device: str = ""
+    count: int = 0
+    oracle: str = "tflm"
+    bit_exact_count: int = 0
+    matching_count: int = 0
+    max_abs_diff: float = 0
+    all_match: bool = False
+    top1_agreement: float = 0.0
+    accuracy: float | None = None  # None without labels
+    confusion_matrix: list | None = None  # rows: the label, columns: the device's top-1
+    classes: list | None = None
+    float_top1_agreement: float | None = None  # with a reference float model
+    float_max_abs_diff: float | None = None
+    float_accuracy: float | None = None
+    samples: list = field(default_factory=list)
+
+
+@dataclass
 class ProfileResult(_Report):
     """`edgemem profile --json`: RAM and time per operator step on the device, next to the plan."""
 
@@ -185,10 +211,17 @@ def run(project: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
 
 
 def validate(project: str | Path, count: int = 10, *, seed: int = 0, port: str | None = None,
-             bit_exact: bool = False, timeout: float = 120.0) -> ValidationResult:  # fmt: skip
+             bit_exact: bool = False, timeout: float = 120.0, data: str | Path | None = None,
+             reference: str | Path | None = None) -> ValidationResult | DataValidationResult:  # fmt: skip
     """`edgemem validate`: ``count`` seeded inputs on QEMU (or the board at ``port``), each compared with
-    TFLite Micro; ``.all_match`` is the verdict."""
-    from .validation import validate as run_validation
+    TFLite Micro; ``.all_match`` is the verdict. With ``data`` (a .npz or a folder of .npy samples, see
+    edgemem/dataset.py) the user's samples instead, with accuracy and a confusion matrix where they have labels
+    (a ``DataValidationResult``), and with ``reference`` (a float .tflite) the float model's top-1 beside them."""
+    from .validation import validate as run_validation, validate_data
+
+    if data is not None:
+        return DataValidationResult.from_json(validate_data(project, data, port=port, reference=reference,
+                                                            timeout_s=timeout))  # fmt: skip
 
     return ValidationResult.from_json(run_validation(project, count, first_seed=seed, port=port,
                                                      require_bit_exact=bit_exact, timeout_s=timeout))  # fmt: skip

@@ -712,11 +712,19 @@ def validate(
     port: Optional[str] = typer.Option(None, "--port", help="Serial port (or pyserial URL) of a board running its board image (or any UART build): inputs go over the UART. Default: QEMU runs."),
     bit_exact: bool = typer.Option(False, "--bit-exact", help="Fail unless every output is bit-exact (no 1-LSB tolerance)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Your own samples instead of seeded ones: a .npz (x, optional y labels) or a folder of .npy files (one subfolder per class for labels); floats are quantized with the input's scale. Reports accuracy, a confusion matrix and top-1 agreement with TFLite Micro."),
+    reference: Optional[Path] = typer.Option(None, "--reference", help="With --data: the float .tflite of the same model, to compare top-1 and accuracy with."),
 ) -> None:
-    """Run N seeded inputs on the device and compare each with TFLite Micro; exit 8 if any run differs."""
+    """Run N seeded inputs (or your --data) on the device and compare each with TFLite Micro; exit 8 if any run
+    differs."""
     from .validation import MismatchError, mismatch_message, validate as run_validation
 
     _check_board(project, board)
+    if reference is not None and data is None:
+        raise EdgememError("--reference compares the float model on your own samples: give them with --data.")
+    if data is not None:
+        _validate_data(project, data, reference, port, as_json)
+        return
     with _Progress(err, "validating", count) as progress:
 
         def seed_done(run: dict) -> None:  # one line per seed, also where stderr is a log file
@@ -729,6 +737,40 @@ def validate(
         report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact, progress=seed_done)
     failure = None if report["all_match"] else MismatchError(mismatch_message(report))
     _finish(report, as_json, lambda: _print_validation(report), failure)
+
+
+def _validate_data(project: Path, data: Path, reference: Optional[Path], port: Optional[str], as_json: bool) -> None:
+    from .validation import MismatchError, validate_data
+
+    with _Progress(err, "validating") as progress:
+        report = validate_data(project, data, port=port, reference=reference, progress=progress.reached)
+    failure = None if report["all_match"] else MismatchError(
+        f"{report['count'] - report['matching_count']} of {report['count']} samples of {report['data']} give outputs on "
+        f"{report['board']} ({report['device']}) that differ from {report['oracle']} (max |diff| {report['max_abs_diff']}): "
+        "rebuild the project from the model (`edgemem build --force`) and, if it persists, report it with the model "
+        "and the sample.")  # fmt: skip
+    _finish(report, as_json, lambda: _print_data_validation(report), failure)
+
+
+def _print_data_validation(report: dict) -> None:
+    out.print(f"{_text(Path(report['model']).name)} on {_text(report['board'])} ({_text(report['device'])}): "
+              f"{report['count']:,} samples of {_text(report['data'])}", highlight=False)  # fmt: skip
+    if report["accuracy"] is not None:
+        t = Table("label → predicted", *map(_text, report["classes"]), title="confusion matrix (device)", pad_edge=False)
+        for name, row in zip(report["classes"], report["confusion_matrix"]):
+            t.add_row(_text(name), *(str(v) for v in row))
+        out.print(t)
+        line = f"accuracy {report['accuracy']:.4f}"
+        if report.get("float_accuracy") is not None:
+            line += f" (float model {report['float_accuracy']:.4f})"
+        out.print(line, highlight=False)
+    agree = f"top-1 agreement with {report['oracle']} {report['top1_agreement']:.4f}"
+    if "float_top1_agreement" in report:
+        agree += f", with the float model {report['float_top1_agreement']:.4f} (max |diff| {report['float_max_abs_diff']:.4g})"
+    out.print(agree, highlight=False)
+    colour = "green" if report["all_match"] else "red"
+    out.print(f"[{colour}]{report['bit_exact_count']}/{report['count']} bit-exact, {report['matching_count']}/{report['count']} "
+              f"matching {report['oracle']}[/], max |diff| {report['max_abs_diff']}", highlight=False)  # fmt: skip
 
 
 class _Progress:
