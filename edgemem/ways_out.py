@@ -45,11 +45,14 @@ def plan_ways_out(model_path: Path, board_name: str, options, error: DoesNotFitE
     candidates = _option_ways(board, options)
     for label, changed in candidates:
         _try(label, model_path, board_name, changed, options, deadline, ways, not_tried, board_name)
-    if len(candidates) > 1 and not any(w["fits"] for w in ways):
-        together = {k: v for _, c in candidates for k, v in c.items()}
-        _try("all of the above together", model_path, board_name, together, options, deadline, ways, not_tried,
+    # together: those that never cost arena (pools per region may: a tensor larger than any one region)
+    together = {k: v for _, c in candidates for k, v in c.items() if k != "pool_per_region"}
+    if len(together) > 1 and not any(w["fits"] for w in ways):
+        _try("those together" if "pool_per_region" not in {k for _, c in candidates for k in c} else
+             "all but the pools together", model_path, board_name, together, options, deadline, ways, not_tried,
              board_name)  # fmt: skip
-    _try_boards(model_path, board, options, deadline, ways, not_tried)
+    if not _try_boards(model_path, board, options, {}, deadline, ways, not_tried) and together:
+        _try_boards(model_path, board, options, together, deadline, ways, not_tried)
     fastest = [w["fastest_instructions"] for w in ways if w.get("fastest_instructions")]
     return {"ways": ways, "not_tried": not_tried, "seconds": round(time.perf_counter() - started, 3),
             "budget_seconds": options.ways_out_seconds, "fastest_instructions": min(fastest) if fastest else None}
@@ -69,9 +72,9 @@ def _option_ways(board, options) -> list[tuple[str, dict]]:
     return out
 
 
-def _try_boards(model_path: Path, board, options, deadline: float, ways: list, not_tried: list) -> None:
-    """The shipped boards with more RAM left than ``board``'s, smallest first, until one fits (--ram is dropped:
-    it stands for the board's own RAM)."""
+def _try_boards(model_path: Path, board, options, changes: dict, deadline: float, ways: list, not_tried: list) -> bool:
+    """The shipped boards with more RAM left than ``board``'s, smallest first, with ``changes``, until one fits
+    (--ram is dropped: it stands for the board's own RAM); whether one did."""
     from .board import list_boards, load_board
     from .budget import ram_budget, with_stack
 
@@ -80,16 +83,17 @@ def _try_boards(model_path: Path, board, options, deadline: float, ways: list, n
     for name in list_boards():
         try:
             other = load_board(name)
-            room = ram_budget(with_stack(other, options.stack))  # a board without a QEMU stand-in cannot be built
+            room = ram_budget(with_stack(other, changes.get("stack", options.stack)))  # no QEMU stand-in: not built
         except (EdgememError, ValueError, KeyError):
             continue
         if name != board.name and room > own:
             others.append((room, name))
     for room, name in sorted(others):
-        way = _try(f"board {name} ({room:,} B of RAM left after the stack)", model_path, name, {"ram": None},
+        way = _try(f"board {name} ({room:,} B of RAM left after the stack)", model_path, name, {**changes, "ram": None},
                    options, deadline, ways, not_tried, board.name)  # fmt: skip
         if way is None or way["fits"]:
-            return
+            return way is not None
+    return False
 
 
 def _try(label: str, model_path: Path, board_name: str, changes: dict, options, deadline: float, ways: list,

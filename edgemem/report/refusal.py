@@ -107,9 +107,14 @@ def refusal_message(error, ways: dict, out_dir: Path) -> str:
     fits = [w for w in ways["ways"] if w["fits"]]
     shown = []
     for w in ways["ways"]:
-        arena = f"arena {w['arena_bytes']:,} B" if w["arena_bytes"] is not None else "refused before planning"
+        if w["arena_bytes"] is not None:
+            arena = f"arena {w['arena_bytes']:,} B"
+        elif w.get("floor_bytes"):
+            arena = f"floor {w['floor_bytes']:,} B (refused before planning)"
+        else:
+            arena = "refused before an arena was planned"
         slower = f", {w['slowdown_percent']:+.1f} % predicted instructions" if w.get("slowdown_percent") is not None else ""
-        shown.append(f"{' '.join(w['flags']) or w['way']}: {arena} of {w['ram_left_bytes'] or 0:,} B, "
+        shown.append(f"{' '.join(w['flags']) or w['way']}: {arena} with {w['ram_left_bytes'] or 0:,} B of RAM left, "
                      f"{'fits' if w['fits'] else 'does not fit'}{slower}")  # fmt: skip
     text = str(error)
     if shown:
