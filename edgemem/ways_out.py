@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from .errors import DoesNotFitError, EdgememError
+from .passes.objective import percent_slower
 
 # --patch-macs offered as a way out: more recomputation than the orchestrator's own limits (optimize.PATCH_LIMITS)
 HIGHER_PATCH_LIMIT = 0.5
@@ -43,19 +44,31 @@ def plan_ways_out(model_path: Path, board_name: str, options, error: DoesNotFitE
     deadline = started + options.ways_out_seconds
     ways, not_tried = [], []
     candidates = _option_ways(board, options)
-    for label, changed in candidates:
-        _try(label, model_path, board_name, changed, options, deadline, ways, not_tried, board_name)
+    tried = [(_try(label, model_path, board_name, changed, options, deadline, ways, not_tried, board_name), changed)
+             for label, changed in candidates]  # fmt: skip
     # together: those that never cost arena (pools per region may: a tensor larger than any one region)
     together = {k: v for _, c in candidates for k, v in c.items() if k != "pool_per_region"}
     if len(together) > 1 and not any(w["fits"] for w in ways):
-        _try("those together" if "pool_per_region" not in {k for _, c in candidates for k in c} else
-             "all but the pools together", model_path, board_name, together, options, deadline, ways, not_tried,
-             board_name)  # fmt: skip
-    if not _try_boards(model_path, board, options, {}, deadline, ways, not_tried) and together:
-        _try_boards(model_path, board, options, together, deadline, ways, not_tried)
+        label = "those together" if len(together) == len(candidates) else "all but the pools together"
+        tried.append((_try(label, model_path, board_name, together, options, deadline, ways, not_tried, board_name),
+                      together))  # fmt: skip
+    if not _try_boards(model_path, board, options, {}, deadline, ways, not_tried):
+        best = _least_arena(tried)
+        if best:  # the boards again with the flags of the least arena planned here (the fewest of equal arenas)
+            _try_boards(model_path, board, options, best, deadline, ways, not_tried)
     fastest = [w["fastest_instructions"] for w in ways if w.get("fastest_instructions")]
+    for w in ways:  # one reference for all: the searches are time-bounded, each found its own fastest
+        if w["instructions"] is not None and fastest:
+            w["slowdown_percent"] = round(percent_slower(w["instructions"], min(fastest)), 2)
     return {"ways": ways, "not_tried": not_tried, "seconds": round(time.perf_counter() - started, 3),
             "budget_seconds": options.ways_out_seconds, "fastest_instructions": min(fastest) if fastest else None}
+
+
+def _least_arena(tried: list) -> dict:
+    """Of (way, option changes), the changes whose plan had the least arena (of equal arenas, the fewest changes);
+    {} if none was planned."""
+    planned = [(w["arena_bytes"], len(c), i) for i, (w, c) in enumerate(tried) if w and w["arena_bytes"] is not None]
+    return tried[min(planned)[2]][1] if planned else {}
 
 
 def _option_ways(board, options) -> list[tuple[str, dict]]:
@@ -144,8 +157,6 @@ def _costs(pareto: dict | None, graph) -> dict:
     if pareto and pareto.get("taken"):
         taken = pareto["taken"]
         fastest = min(p["instructions"] for p in pareto["points"])
-        from .passes.objective import percent_slower
-
         return {"macs": taken["macs"], "instructions": taken["instructions"], "passes": taken["sequence"],
                 "fastest_instructions": fastest,
                 "slowdown_percent": round(percent_slower(taken["instructions"], fastest), 2)}  # fmt: skip
