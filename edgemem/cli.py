@@ -402,6 +402,10 @@ def build(
         _json(info) if as_json else _print_symbolic(info, out_dir)
         return
     _check_objective(max_slowdown, minimize=minimize, passes=passes is not None, fixed=opt_time == 0)
+    if patch_macs is not None and (passes is not None or opt_time == 0):
+        raise EdgememError(f"--patch-macs adds a patch split the orchestrator tries when nothing else fits, but "
+                           f"{'--passes' if passes is not None else '--opt-time 0'} runs one fixed sequence without "
+                           "it. Drop one of them.")  # fmt: skip
     outside = _input_outside(input_where)
     # Refused at once, before importing TVM (seconds): pipeline.build checks again as it locks the directory.
     check_replaceable(out_dir, force, model)
