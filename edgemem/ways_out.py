@@ -12,8 +12,11 @@ another plan; tests/test_refusal.py rebuilds each way and compares). Its cost: t
 objective predicts (passes/objective.py) for the pass sequence taken, and its slowdown against the fastest
 sequence tried for the same options (what ``--max-slowdown`` measures).
 
-"fits" means the plan fits the RAM left after the stack; the link adds the firmware's own static data (.data,
-.bss: about a kilobyte), which a plan with less margin than that may still overflow (the build then says so).
+"fits" is what the link will check, before linking: the plan's arena in the default RAM region (its pool, with
+pools per region) plus the firmware's static data -- estimated as the plan's own reserve for the runtime
+(graph_plan.STATIC_RESERVE) and, with the input outside, the runner's input buffers -- within the region less the
+stack. The shipped boards are tried in the order of their RAM: the default region, and, for a board of several
+regions, all of them as pools (``--pool-per-region``).
 The planning is bounded by ``options.ways_out_seconds`` (checked before each way: one that starts in time runs
 to its end); the ways not planned are listed as such, never given a figure.
 """
@@ -95,15 +98,21 @@ def _try_boards(model_path: Path, board, options, changes: dict, deadline: float
     others = []
     for name in list_boards():
         try:
-            other = load_board(name)
-            room = ram_budget(with_stack(other, changes.get("stack", options.stack)))  # no QEMU stand-in: not built
+            other = with_stack(load_board(name), changes.get("stack", options.stack))
+            room = ram_budget(other)  # a board without a QEMU stand-in is not built
         except (EdgememError, ValueError, KeyError):
             continue
-        if name != board.name and room > own:
-            others.append((room, name))
-    for room, name in sorted(others):
-        way = _try(f"board {name} ({room:,} B of RAM left after the stack)", model_path, name, {**changes, "ram": None},
-                   options, deadline, ways, not_tried, board.name)  # fmt: skip
+        regions = [r for r in other.ram if r.qemu]
+        if name == board.name:
+            continue
+        if room > own:
+            others.append((room, name, {}))
+        whole = sum(r.size for r in regions) - other.stack_size
+        if len(regions) > 1 and not options.pool_per_region and whole > max(room, own):  # all its RAM, as pools
+            others.append((whole, name, {"pool_per_region": True}))
+    for room, name, pools in sorted(others, key=lambda o: o[:2]):
+        way = _try(f"board {name} ({room:,} B of RAM {'in its regions ' if pools else ''}after the stack)", model_path,
+                   name, {**changes, **pools, "ram": None}, options, deadline, ways, not_tried, board.name)  # fmt: skip
         if way is None or way["fits"]:
             return way is not None
     return False
@@ -136,19 +145,40 @@ def _try(label: str, model_path: Path, board_name: str, changes: dict, options, 
         way["refusal"] = str(e)
     else:
         info = result.info
-        way.update(arena_bytes=info.arena_bytes, fits=True, macs=sum(int(op.macs) for op in result.graph.ops))
+        way.update(arena_bytes=info.arena_bytes, macs=sum(int(op.macs) for op in result.graph.ops))
         way.update(_costs(info.pareto, result.graph))
+        # the default region holds its pool and the firmware's static data: what the link will check
+        in_default = info.arena_pools.get(result.board.default_ram.name, 0) if opts.pool_per_region else info.arena_bytes
+        way["static_estimate_bytes"] = _static_estimate(result, opts)
+        way["fits"] = in_default + way["static_estimate_bytes"] <= _ram_left(board_name, opts)
+    way["ram_left_bytes"] = _ram_left(board_name, opts)
+    way["seconds"] = round(time.perf_counter() - t0, 3)
+    ways.append(way)
+    return way
+
+
+def _ram_left(board_name: str, opts) -> int | None:
+    """The default RAM region less the stack, with the way's --ram/--stack (budget.ram_budget)."""
     from .board import load_board
     from .budget import board_with_budget, ram_budget, with_stack
 
     try:
-        b = with_stack(board_with_budget(load_board(board_name), opts.ram, opts.flash), opts.stack)
-        way["ram_left_bytes"] = ram_budget(b)
+        return ram_budget(with_stack(board_with_budget(load_board(board_name), opts.ram, opts.flash), opts.stack))
     except EdgememError:
-        way["ram_left_bytes"] = None
-    way["seconds"] = round(time.perf_counter() - t0, 3)
-    ways.append(way)
-    return way
+        return None
+
+
+def _static_estimate(result, opts) -> int:
+    """The firmware's static data in the default region, before it is linked: the runtime's (the plan's own
+    reserve, graph_plan.STATIC_RESERVE) and, with the input outside, the runner's input buffers (host_main.c:
+    NUM_INPUTS x the largest input, aligned), which the arena no longer holds."""
+    from .plan.graph_plan import STATIC_RESERVE
+
+    if not opts.input_outside:
+        return STATIC_RESERVE
+    align = result.board.arena_align
+    sizes = [result.graph.tensors[n].nbytes for n in result.graph.inputs]
+    return STATIC_RESERVE + len(sizes) * (-(-max(sizes, default=0) // align) * align)
 
 
 def _costs(pareto: dict | None, graph) -> dict:

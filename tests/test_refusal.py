@@ -83,3 +83,18 @@ def test_ways_out_are_bounded_in_time(tmp_path):
     ways = json.loads(p.stdout)["error"]["ways_out"]
     assert len(ways["ways"]) <= 1 and ways["not_tried"]
     assert "Not planned (the time budget ran out)" in (out / "report.html").read_text()
+
+
+def test_a_refusal_before_any_plan_names_the_operator_at_the_floor(tmp_path):
+    """256 B next to the 16 KiB stack is below the model input alone (490 B), the floor no pass goes under: refused
+    before lowering, the page names the operator at the floor, and the ways out are still planned."""
+    out = tmp_path / "r"
+    p = _cli("build", str(EXAMPLE), "--board", "stm32f746", "--ram", str(16384 + 256), "-o", str(out), "--json",
+             cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 5, p.stderr
+    error = json.loads(p.stdout)["error"]
+    assert "needs at least" in error["message"] and error["arena_bytes"] is None
+    page = html.unescape((out / "report.html").read_text())
+    assert re.search(r"At the peak: operator #\d+ \w+, at the floor of [\d,]+ B", page)
+    stack_auto = next(w for w in error["ways_out"]["ways"] if w["flags"] == ["--stack", "auto"])
+    assert stack_auto["fits"] and stack_auto["arena_bytes"] and f"{stack_auto['arena_bytes']:,}" in page

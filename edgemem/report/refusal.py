@@ -32,8 +32,9 @@ SECTION = """<section id="refusal" style="border:2px solid #b91c1c;padding:8px 1
 {% for t in refusal.peak.tensors %}<tr><td>{{ t.name }}</td><td>{{ t.role }}</td><td>{{ t.shape }}</td><td>{{ "{:,}".format(t.bytes) }}</td></tr>
 {% endfor %}<tr><td>in all</td><td>{% if refusal.peak.align %}each rounded up to {{ refusal.peak.align }} B{% endif %}</td><td></td><td>{{ "{:,}".format(refusal.peak.bytes) }}</td></tr></table>{% endif %}
 <h2>Ways out</h2>
-<p>Each planned by the build's own stages with the flags shown (the arena a build with them takes; "fits": within
-the RAM left after the stack, before the firmware's own static data of about a kilobyte), in
+<p>Each planned by the build's own stages with the flags shown (the arena a build with them takes; "fits": that
+arena, in the default RAM region, and the firmware's static data as estimated before linking -- a kilobyte for the
+runtime, and the runner's input buffer when the input is outside -- within the RAM left after the stack), in
 {{ refusal.ways.seconds }} s of at most {{ refusal.ways.budget_seconds }} s. Slowdown: the predicted instructions of
 the memory passes taken, against the fastest pass sequence tried with the same flags.</p>
 <table id="ways"><tr><th>way</th><th>flags</th><th>arena (B)</th><th>RAM left (B)</th><th>verdict</th><th>MACs</th>
