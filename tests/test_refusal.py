@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "kws_tiny_int8.tflite"
 # 18 KiB less stm32f746's 16 KiB stack leaves 2,048 B: kws_tiny's plan (about 2.7 KB) is refused at the plan
 TIGHT = ("--board", "stm32f746", "--ram", "18K")
@@ -22,16 +24,19 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=900)  # fmt: skip
 
 
-def _refused(tmp_path: Path) -> tuple[dict, Path]:
-    out = tmp_path / "refused"
-    p = _cli("build", str(EXAMPLE), *TIGHT, "-o", str(out), "--json", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory) -> tuple[dict, Path]:
+    """The refused build (its JSON error and output directory), once for the tests below."""
+    tmp = tmp_path_factory.mktemp("refusal")
+    out = tmp / "refused"
+    p = _cli("build", str(EXAMPLE), *TIGHT, "-o", str(out), "--json", cwd=tmp)
     assert p.returncode == 5, p.stderr
     assert "Traceback" not in p.stderr
     return json.loads(p.stdout)["error"], out
 
 
-def test_refusal_writes_the_best_plan_and_its_peak(tmp_path):
-    error, out = _refused(tmp_path)
+def test_refusal_writes_the_best_plan_and_its_peak(refused):
+    error, out = refused
     # only the refusal in the directory: no half-built project
     assert sorted(p.name for p in out.iterdir()) == [".edgemem-output", "refusal.json", "report.html"]
     assert json.loads((out / "refusal.json").read_text())["error"]["ways_out"] == error["ways_out"]
@@ -51,8 +56,8 @@ def test_refusal_writes_the_best_plan_and_its_peak(tmp_path):
     assert re.search(r"At the peak: step \d+, operator \S+ \(\w+", html.unescape(page))
 
 
-def test_each_way_out_gives_its_predicted_arena(tmp_path):
-    error, _ = _refused(tmp_path)
+def test_each_way_out_gives_its_predicted_arena(refused, tmp_path):
+    error, _ = refused
     ways = error["ways_out"]["ways"]
     names = " ".join(w["command"] for w in ways)
     # the ways this case offers: input outside, stack auto, patches (no pools: --ram makes one region), a board
