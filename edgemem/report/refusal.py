@@ -48,6 +48,7 @@ data-fits="{{ 'yes' if w.fits else 'no' }}"><td>{{ w.way }}</td><td><code>{{ w.f
 <td>{{ "{:,}".format(w.instructions) if w.instructions is not none else "-" }}</td>
 <td>{{ ("%+.1f %%" | format(w.slowdown_percent)) if w.slowdown_percent is not none else "-" }}</td></tr>
 {% endfor %}</table>
+{% if refusal.ways.ways and not refusal.ways.ways | selectattr("fits") | list %}<p id="none-fits">None of these fits, no shipped board with more RAM included.</p>{% endif %}
 {% for w in refusal.ways.ways if w.fits %}{% if loop.first %}<p>Commands:</p><ul>{% endif %}<li><code>{{ w.command }}</code></li>{% if loop.last %}</ul>{% endif %}{% endfor %}
 {% if refusal.ways.not_tried %}<p id="not-tried">Not planned (the time budget ran out): {% for w in refusal.ways.not_tried %}{{ w.way }}{{ ", " if not loop.last }}{% endfor %}.</p>{% endif %}
 </section>
@@ -126,6 +127,8 @@ def refusal_message(error, ways: dict, out_dir: Path) -> str:
         text += f" Not planned (time): {', '.join(w['way'] for w in ways['not_tried'])}."
     if fits:
         text += f" E.g.: {fits[0]['command']}."
+    elif shown:
+        text += " None of these fits, no shipped board with more RAM included."
     return text + f" The refusal's report: {out_dir / 'report.html'}."
 
 
