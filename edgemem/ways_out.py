@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from .errors import DoesNotFitError, EdgememError
+from .options import DEFAULT_OPT_SECONDS, DEFAULT_SCHEDULE_SECONDS
 from .passes.objective import percent_slower
 
 # --patch-macs offered as a way out: more recomputation than the orchestrator's own limits (optimize.PATCH_LIMITS)
@@ -213,9 +214,9 @@ def option_flags(options) -> list[str]:
         f += ["--flash", _size(options.flash)]
     if options.pool_per_region:
         f.append("--pool-per-region")
-    if options.schedule_seconds != 2.0:
+    if options.schedule_seconds != DEFAULT_SCHEDULE_SECONDS:
         f += ["--schedule-time", f"{options.schedule_seconds:g}"]
-    if options.opt_seconds != 5.0:
+    if options.opt_seconds != DEFAULT_OPT_SECONDS:
         f += ["--opt-time", f"{options.opt_seconds:g}"]
     if options.max_slowdown is not None and math.isinf(options.max_slowdown):
         f.append("--minimize")
