@@ -132,7 +132,7 @@ def _try(label: str, model_path: Path, board_name: str, changes: dict, options, 
     t0 = time.perf_counter()
     flags, dropped = _flags(opts, options, board_name, refused_board)
     way = {"way": label, "board": board_name, "flags": flags, "without": dropped, "command": command,
-           "arena_bytes": None, "floor_bytes": None, "fits": False, "macs": None, "instructions": None,
+           "arena_bytes": None, "floor_bytes": None, "static_estimate_bytes": None, "fits": False, "macs": None, "instructions": None,
            "slowdown_percent": None, "passes": None, "refusal": None}  # fmt: skip
     try:
         result = plan_only(model_path, board_name, opts)

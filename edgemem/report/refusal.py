@@ -43,7 +43,7 @@ the memory passes taken, against the fastest pass sequence tried with the same f
 data-fits="{{ 'yes' if w.fits else 'no' }}"><td>{{ w.way }}</td><td><code>{{ w.flags | join(' ') }}</code></td>
 <td>{{ "{:,}".format(w.arena_bytes) if w.arena_bytes is not none else ("floor " ~ "{:,}".format(w.floor_bytes) if w.floor_bytes else "-") }}</td>
 <td>{{ "{:,}".format(w.ram_left_bytes) if w.ram_left_bytes is not none else "-" }}</td>
-<td>{% if w.fits %}fits ({{ "{:,}".format(w.ram_left_bytes - w.arena_bytes) }} B left for static data){% else %}does not fit{% endif %}</td>
+<td>{% if w.fits %}fits ({{ "{:,}".format(w.ram_left_bytes - w.arena_bytes) }} B left for static data){% elif w.arena_bytes and w.static_estimate_bytes and w.ram_left_bytes and w.arena_bytes <= w.ram_left_bytes %}does not fit with the firmware's {{ "{:,}".format(w.static_estimate_bytes) }} B of static data{% else %}does not fit{% endif %}</td>
 <td>{{ "{:,}".format(w.macs) if w.macs is not none else "-" }}</td>
 <td>{{ "{:,}".format(w.instructions) if w.instructions is not none else "-" }}</td>
 <td>{{ ("%+.1f %%" | format(w.slowdown_percent)) if w.slowdown_percent is not none else "-" }}</td></tr>
