@@ -126,11 +126,11 @@ def _try(label: str, model_path: Path, board_name: str, changes: dict, options, 
 
     opts = dataclasses.replace(options, **changes)
     command = command_line(model_path, board_name, opts)
+    flags, dropped = _flags(opts, options, board_name, refused_board)
     if time.perf_counter() >= deadline:
-        not_tried.append({"way": label, "command": command})
+        not_tried.append({"way": label, "flags": flags, "command": command})
         return None
     t0 = time.perf_counter()
-    flags, dropped = _flags(opts, options, board_name, refused_board)
     way = {"way": label, "board": board_name, "flags": flags, "without": dropped, "command": command,
            "arena_bytes": None, "floor_bytes": None, "static_estimate_bytes": None, "fits": False, "macs": None, "instructions": None,
            "slowdown_percent": None, "passes": None, "refusal": None}  # fmt: skip

@@ -48,9 +48,9 @@ data-fits="{{ 'yes' if w.fits else 'no' }}"><td>{{ w.way }}</td><td><code>{{ w.f
 <td>{{ "{:,}".format(w.instructions) if w.instructions is not none else "-" }}</td>
 <td>{{ ("%+.1f %%" | format(w.slowdown_percent)) if w.slowdown_percent is not none else "-" }}</td></tr>
 {% endfor %}</table>
-{% if refusal.ways.ways and not refusal.ways.ways | selectattr("fits") | list %}<p id="none-fits">None of these fits, no shipped board with more RAM included.</p>{% endif %}
+{% if refusal.ways.ways and not refusal.ways.ways | selectattr("fits") | list %}<p id="none-fits">None of these fits{% if not refusal.ways.not_tried %}, no shipped board with more RAM included{% endif %}.</p>{% endif %}
 {% for w in refusal.ways.ways if w.fits %}{% if loop.first %}<p>Commands:</p><ul>{% endif %}<li><code>{{ w.command }}</code></li>{% if loop.last %}</ul>{% endif %}{% endfor %}
-{% if refusal.ways.not_tried %}<p id="not-tried">Not planned (the time budget ran out): {% for w in refusal.ways.not_tried %}{{ w.way }}{{ ", " if not loop.last }}{% endfor %}.</p>{% endif %}
+{% if refusal.ways.not_tried %}<p id="not-tried">Not planned (the time budget ran out): {% for w in refusal.ways.not_tried %}{{ w.way }}{% if w.flags %} (<code>{{ w.flags | join(' ') }}</code>){% endif %}{{ "; " if not loop.last }}{% endfor %}.</p>{% endif %}
 </section>
 """
 
@@ -116,19 +116,22 @@ def refusal_message(error, ways: dict, out_dir: Path) -> str:
         else:
             arena = "refused before an arena was planned"
         slower = f", {w['slowdown_percent']:+.1f} % predicted instructions" if w.get("slowdown_percent") is not None else ""
+        verdict = "fits" if w["fits"] else "does not fit"
+        if not w["fits"] and w["arena_bytes"] and w.get("static_estimate_bytes") and w["arena_bytes"] <= (w["ram_left_bytes"] or 0):
+            verdict += f" with the firmware's {w['static_estimate_bytes']:,} B of static data"
         shown.append(f"{' '.join(w['flags']) or w['way']}: {arena} with {w['ram_left_bytes'] or 0:,} B of RAM left, "
-                     f"{'fits' if w['fits'] else 'does not fit'}{slower}")  # fmt: skip
+                     f"{verdict}{slower}")  # fmt: skip
     text = str(error)
     if shown:
         text += f" Ways out, each planned: {'; '.join(shown)}."
     if not ways["budget_seconds"]:
         text += " Ways out not planned (--ways-time 0)."
     if ways["not_tried"]:
-        text += f" Not planned (time): {', '.join(w['way'] for w in ways['not_tried'])}."
+        text += f" Not planned (--ways-time): {'; '.join(' '.join(w['flags']) or w['way'] for w in ways['not_tried'])}."
     if fits:
         text += f" E.g.: {fits[0]['command']}."
     elif shown:
-        text += " None of these fits, no shipped board with more RAM included."
+        text += f" None of these fits{'' if ways['not_tried'] else ', no shipped board with more RAM included'}."
     return text + f" The refusal's report: {out_dir / 'report.html'}."
 
 
