@@ -77,9 +77,12 @@ def _fail(exc: BaseException, as_json: bool = False) -> None:
 
 
 def _refuse(exc: EdgememError, as_json: bool = False) -> None:
-    """Exit with ``exc``'s code after its paragraph on stderr (and, with --json, its JSON error on stdout)."""
+    """Exit with ``exc``'s code after its paragraph on stderr (and, with --json, its JSON error on stdout: a
+    refused build's ``ways_out`` beside the message, ways_out.py)."""
     if as_json:
-        _json_error(exc.exit_code, str(exc))
+        ways = getattr(exc, "ways_out", None)
+        extra = {"arena_bytes": getattr(exc, "arena_bytes", None), "ways_out": ways} if ways else {}
+        _json({"error": {**_error_fields(exc.exit_code, str(exc)), **extra}})
     _say(exc)
     raise typer.Exit(exc.exit_code)
 
@@ -373,6 +376,8 @@ def build(
     opt_time: Optional[float] = typer.Option(None, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
     minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10% to spare (e.g. to take inplace_overlap)."),
     max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", parser=_percent, metavar="PCT", help="Take the least arena among the memory-pass sequences predicted at most PCT% slower than the fastest one found (default: the fastest that fits the RAM budget; --minimize: any slowdown)."),
+    patch_macs: Optional[float] = typer.Option(None, "--patch-macs", parser=_percent, metavar="PCT", help="When nothing else fits, also try the patch split with up to PCT% more MACs (beyond its own limits, up to 20%); a refusal lists it as a way out with its arena."),
+    ways_time: float = typer.Option(60.0, "--ways-time", parser=_budget_seconds, metavar="SECONDS", help="When the model does not fit: seconds to plan its ways out (input outside, stack auto, pools per region, patches, larger boards; 0: none)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
@@ -387,7 +392,7 @@ def build(
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
     if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
         _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None, minimize=minimize,
-                         max_slowdown=max_slowdown is not None,
+                         max_slowdown=max_slowdown is not None, patch_macs=patch_macs is not None,
                          pool_per_region=pool_per_region, stack=stack is not None,
                          input=input_outside(input_where))  # fmt: skip
         check_replaceable(out_dir, force, model)  # before importing TVM, which alone takes seconds
@@ -400,7 +405,7 @@ def build(
     options = user_options(ram=ram, flash=flash, force=force, pool_per_region=pool_per_region,
                            schedule_seconds=schedule_time, opt_seconds=opt_time, minimize=minimize,
                            max_slowdown=max_slowdown, passes=_pass_names(passes), profile=profile, stack=stack,
-                           input_where=input_where)  # fmt: skip
+                           input_where=input_where, patch_macs=patch_macs, ways_seconds=ways_time)  # fmt: skip
     # Refused at once, before importing TVM (seconds): pipeline.build checks again as it locks the directory.
     check_replaceable(out_dir, force, model)
     from . import pipeline
