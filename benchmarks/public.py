@@ -395,7 +395,8 @@ def table(results: dict, timeout: float) -> str:
         tf += f" ({_short(t['reference_error'], 90)})" if t.get("reference_error") else ""
         tarena = f"{_num(t.get('head'))} / {_num(t.get('total'))}" if t.get("head") else "-"
         board = tg.get("board", "?") + (f" --flash {tg['flash']}" if tg.get("flash") else "")
-        refused = [f"{a['board']} (analyze: {a.get('analyze') or '?'})" for a in r.get("attempts", [])[:-1]]
+        refused = [f"{a['board']}" + (f" --flash {FALLBACK[1]} (analyze at its own flash: " if a.get("fallback")
+                   else " (analyze: ") + f"{a.get('analyze') or '?'})" for a in r.get("attempts", [])[:-1]]  # fmt: skip
         board += f"; build exit 5 first on {', '.join(refused)}" if refused else ""
         if b.get("stack_fallback"):
             board += (f"; stack {b['stack_reserved_bytes']:,} B from the call graph (edgemem's own fallback: the "
