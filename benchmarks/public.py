@@ -477,7 +477,8 @@ def main(argv=None) -> int:
             if s["file"] in results and results[s["file"]].get("sha256") == s["sha256"] and not a.redo:
                 continue
             print(f"{time.strftime('%H:%M:%S')} {s['file']} ({s['bytes']:,} B)", flush=True)
-            results[s["file"]] = measure(MODELS / s["file"], a.timeout)
+            kept = {k: v for k, v in results.get(s["file"], {}).items() if k in ("earlier", "also")}  # history stays
+            results[s["file"]] = {**measure(MODELS / s["file"], a.timeout), **kept}
             b = results[s["file"]]["build"]
             print(f"    -> {results[s['file']]['target']['board']}: {_outcome(b)} {b.get('error', '')[:160]}", flush=True)
             RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
