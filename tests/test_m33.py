@@ -1,0 +1,129 @@
+"""Cortex-M33 (Armv8-M Mainline with the DSP extension and FPU) on QEMU's mps2-an505: the board's core and
+flags, models bit-exact with TFLite Micro, and the profile and validate paths over the M33's UART.
+
+The stack guard (MSPLIM, and the PMSAv8 MPU map without it) and the runtime's own checks run on this board
+through tests/test_firmware.py, which takes every shipped board with a QEMU stand-in."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgemem import device_run, pipeline
+from edgemem.board import _to_board, load_board, validate_board
+from edgemem.reference import reference_outputs, seeded_inputs, tflm_outputs
+from edgemem.target.qemu import QemuSerial
+from edgemem.validation import validate
+
+from op_check import assert_outputs_match, dequantized_steps
+from shared_models import model_path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
+ARCH = ROOT / "tests" / "models" / "arch"
+BOARD = "mps2-an505"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
+    reason="needs arm-none-eabi-gcc and qemu-system-arm",
+)
+
+
+def _predefined(flags: list[str]) -> set[str]:
+    """The macros gcc predefines for these target flags (the compiler is the oracle of what the core has)."""
+    out = subprocess.run(["arm-none-eabi-gcc", *flags, "-dM", "-E", "-x", "c", "-"], input="", text=True,
+                         capture_output=True, check=True).stdout  # fmt: skip
+    return {line.split()[1] for line in out.splitlines() if line.startswith("#define ")}
+
+
+def test_board_is_an_armv8m_core_with_dsp_and_fpu():
+    board = load_board(BOARD)
+    assert board.core.armv8m and board.core.dsp and board.core.has_fpu
+    assert board.core.gcc_flags == ["-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"]
+    macros = _predefined(board.core.gcc_flags)
+    assert {"__ARM_ARCH_8M_MAIN__", "__ARM_FEATURE_DSP", "__ARM_FP"} <= macros
+    # the reset vector table sits where the AN505's IoT Kit starts the core in Secure state (INITSVTOR)
+    assert board.qemu.flash_base == 0x10000000 and board.qemu.instructions_per_tick == 50
+    # an M33 without the DSP extension (e.g. a board file saying so) must not get gcc's default +dsp
+    data = dict(board.definition, core={**board.definition["core"], "dsp": False})
+    nodsp = _to_board(validate_board(data, "test"), Path("test"))
+    assert nodsp.core.gcc_flags[0] == "-mcpu=cortex-m33+nodsp"
+    assert "__ARM_FEATURE_DSP" not in _predefined(nodsp.core.gcc_flags)
+
+
+def test_example_runs_bit_exact_with_the_dsp_kernels(tmp_path):
+    result = pipeline.build(EXAMPLE, BOARD, tmp_path / "p")
+    assert "-mcpu=cortex-m33" in (tmp_path / "p" / "Makefile").read_text()
+    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / "p" / "firmware.elf")], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert "\tsmlad\t" in dis and "\tsxtb16\t" in dis  # the kernels' __ARM_FEATURE_DSP path is compiled in
+    x = seeded_inputs(EXAMPLE, 4)
+    res = device_run.run(tmp_path / "p", x)
+    np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(EXAMPLE, x)[0])
+    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+
+
+@pytest.mark.parametrize("name", ["mlperf_kws_dscnn_int8", "tflm_micro_speech_int8", "mlperf_ic_resnet8_int8"])
+def test_anchor_models_run_bit_exact(name, tmp_path):
+    path = model_path(name)
+    result = pipeline.build(path, BOARD, tmp_path / "p")
+    x = seeded_inputs(path, 1)
+    res = device_run.run(tmp_path / "p", x, timeout_s=300)
+    for got, want in zip(res["output_arrays"], tflm_outputs(path, x), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+
+
+# converter-made: int8, 16x8, int8 with float edges (the FPU) and float32
+@pytest.mark.parametrize("name", ["kws_dscnn-int8", "kws_dscnn-int16", "conv1d_dilated_floatio-int8",
+                                  "transformer_encoder-int8", "conv_autoencoder-float32"])  # fmt: skip
+def test_converter_made_models_run_like_the_reference(name, tmp_path):
+    path = ARCH / f"{name}.tflite"
+    extra = {"ram": 4 << 20, "flash": 4 << 20} if name.endswith("float32") else {}  # the AN505 has 4 MiB of each
+    result = pipeline.build(path, BOARD, tmp_path / "p", pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5, **extra))
+    inputs = seeded_inputs(path, 0)
+    res = device_run.run(tmp_path / "p", inputs, timeout_s=600)
+    want, oracle = reference_outputs(path, inputs)
+    assert_outputs_match(res["output_arrays"], want, oracle, name, dequantized_steps(path))
+    assert res["arena_high_water_bytes"] <= result.info["arena_bytes"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    return subprocess.run([sys.executable, "-m", "edgemem.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)  # fmt: skip
+
+
+def test_profile_and_validate_over_the_uart(tmp_path):
+    """`build --profile` then `profile` (the report over the AN505's UART0 socket: arena = plan at every step,
+    instructions from the CMSDK timer) and `validate` (seeded inputs sent over that UART)."""
+    out = tmp_path / "p"
+    p = _cli("build", "--board", BOARD, str(EXAMPLE), "-o", str(out), "--profile")
+    assert p.returncode == 0, p.stderr
+    p = _cli("profile", str(out), "--json")
+    assert p.returncode == 0, p.stderr
+    prof = json.loads((out / "profile.json").read_text())
+    steps = prof["steps"]
+    assert steps and all(s["measured_high_water_bytes"] == s["predicted_high_water_bytes"] for s in steps)
+    assert all(s["instructions"] > 0 for s in steps)
+    assert prof["bit_exact"] is True and prof["arena_matches_plan"] is True
+    # validate over the same UART: seeded inputs sent to the firmware's request loop, outputs back
+    with QemuSerial(out / "firmware.elf", load_board(BOARD), 60) as q:
+        q.connect().close()  # QEMU starts the guest once something connected; validate reconnects
+        report = validate(out, 3, first_seed=5, port=q.url, timeout_s=60)
+        code, _ = q.finish(20)
+    assert report["device"].startswith("serial socket://")
+    assert report["count"] == report["bit_exact_count"] == 3 and report["all_match"] and code == 0
+    # and a plain build validated under QEMU with semihosting
+    plain = tmp_path / "plain"
+    assert _cli("build", "--board", BOARD, str(EXAMPLE), "-o", str(plain)).returncode == 0
+    p = _cli("validate", str(plain), "--count", "3", "--json")
+    assert p.returncode == 0, p.stderr
+    report = json.JSONDecoder().raw_decode(p.stdout)[0]
+    assert report["board"] == BOARD and report["count"] == report["bit_exact_count"] == 3
