@@ -127,3 +127,22 @@ def test_profile_and_validate_over_the_uart(tmp_path):
     assert p.returncode == 0, p.stderr
     report = json.JSONDecoder().raw_decode(p.stdout)[0]
     assert report["board"] == BOARD and report["count"] == report["bit_exact_count"] == 3
+
+
+def test_pmsav8_register_values():
+    """The AN505 image's MPU words, worked out by hand from the Armv8-M MPU_RBAR/RLAR/MAIR0 layouts: RBAR =
+    base | AP (2:1; 0b11 read-only, 0b01 read/write) | XN (0), RLAR = last 32-byte granule | AttrIndx (3:1) | EN;
+    MAIR0 attribute 0 normal write-back (0xFF), attribute 1 device nGnRE (0x04)."""
+    from edgemem.target import image
+
+    img = image.qemu_image(load_board(BOARD))
+    d = img.defines
+    assert d["EM_MPU_MAIR0"] == "0x000004FFu" and d["EM_STACK_LIMIT"] == "1" and d["EM_MPU_NREGIONS"] == "4"
+    words = {(d[f"EM_MPU_RBAR_{i}"], d[f"EM_MPU_RLAR_{i}"]) for i in range(4)}
+    assert words == {
+        ("0x10000006u", "0x100FFFE1u"),  # flash: 1 MiB at 0x10000000, read-only, executable, normal memory
+        ("0x38000003u", "0x3803FFE1u"),  # RAM: 256 KiB at 0x38000000, read/write, no execute, normal memory
+        ("0x50000003u", "0x50000FE3u"),  # timer 0: 4 KiB, read/write, no execute, device
+        ("0x50200003u", "0x50200FE3u"),  # UART0: 4 KiB, read/write, no execute, device
+    }
+    assert not any(k.startswith("EM_MPU_RASR") for k in d)  # no PMSAv7 words for this core
