@@ -415,6 +415,7 @@ def test_qemu_command_line():
 
 # Datasheet figures (RAM usable for data, flash), typed from the vendors' datasheets, not from the TOML files.
 DATASHEET = {
+    "stm32u585": (784 * 1024, 2048 * 1024),  # STM32U585 (RM0456): SRAM1 192 KB + SRAM2 64 KB + SRAM3 512 KB + SRAM4 16 KB, 2 MB flash
     "stm32f746": (320 * 1024, 1024 * 1024),  # STM32F746xx DS10916: 320 KB SRAM incl. 64 KB DTCM, 1 MB flash
     "stm32f746g-disco": (320 * 1024 + 8 * 1024 * 1024, 1024 * 1024),  # + 64 Mbit (8 MB) SDRAM on the Discovery kit
     "nucleo-f401re": (96 * 1024, 512 * 1024),  # STM32F401RE DS10086

@@ -80,6 +80,19 @@ def test_anchor_models_run_bit_exact(name, tmp_path):
     assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
 
 
+def test_stm32u585_runs_on_its_an505_stand_in(tmp_path):
+    """A real M33 board (its RAM at 0x20000000, flash at 0x08000000) linked for the AN505: its SRAM1-3 at
+    0x38000000, pools pinned per region (--pool-per-region), bit-exact."""
+    path = model_path("mlperf_vww_96_int8")
+    result = pipeline.build(path, "stm32u585", tmp_path / "p", pipeline.BuildOptions(pool_per_region=True))
+    ld = (tmp_path / "p" / "linker.ld").read_text()
+    assert "FLASH (rx) : ORIGIN = 0x10000000" in ld and "RAM_SRAM1 (rw) : ORIGIN = 0x38000000" in ld
+    x = seeded_inputs(path, 2)
+    res = device_run.run(tmp_path / "p", x, timeout_s=300)
+    np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(path, x)[0])
+    assert res["pool_high_water_bytes"] == result.plan.pool_sizes
+
+
 # converter-made: int8, 16x8, int8 with float edges (the FPU) and float32
 @pytest.mark.parametrize("name", ["kws_dscnn-int8", "kws_dscnn-int16", "conv1d_dilated_floatio-int8",
                                   "transformer_encoder-int8", "conv_autoencoder-float32"])  # fmt: skip
