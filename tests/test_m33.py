@@ -159,3 +159,36 @@ def test_pmsav8_register_values():
         ("0x50200003u", "0x50200FE3u"),  # UART0: 4 KiB, read/write, no execute, device
     }
     assert not any(k.startswith("EM_MPU_RASR") for k in d)  # no PMSAv7 words for this core
+
+
+def test_timer_counts_one_instruction_per_instruction(tmp_path):
+    """The board file's 20 MHz timer (50 instructions a tick under -icount shift=0), checked against the code
+    itself: the fake model's `acc += k` loop (mode 5) is four instructions in the disassembly, so a million more
+    iterations must measure four million more instructions (25 MHz would give 3.2 million, a wrong shift 8)."""
+    import re
+    import struct
+
+    from edgemem.target.qemu import run_firmware
+    from edgemem.target.toolchain import build_firmware, render_firmware_files
+
+    board = load_board(BOARD)
+    render_firmware_files(board, tmp_path)
+    for f in ("model.c", "model.h"):
+        shutil.copyfile(ROOT / "tests" / "fake_model" / f, tmp_path / f)
+    build_firmware(tmp_path, board, timeout=300)
+    dis = subprocess.run(["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(tmp_path / "firmware.elf")],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    run_fn = dis[dis.index("<edgemem_run>:") :].split("\n\n")[0]
+    insns = re.findall(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$", run_fn, re.M)
+    addr = [int(a, 16) for a, _, _ in insns]
+    loops = []  # (body mnemonics) of every backward conditional branch
+    for i, (_, op, args) in enumerate(insns):
+        m = re.match(r"([0-9a-f]+)\s", args)
+        if op.startswith("b") and op not in ("bl", "blx", "bx") and m and int(m.group(1), 16) < addr[i]:
+            loops.append([o for a, o, _ in insns if int(m.group(1), 16) <= int(a, 16) <= addr[i]])
+    assert ["add", "adds", "cmp", "bne.n"] in loops  # acc += k; k++; k < param
+    counts = []
+    for n in (100_000, 1_100_000):
+        inp = bytes([5, 0, 0, 0]) + struct.pack("<II", n, 1000) + b"\x01\x02\x03\x04"
+        counts.append(run_firmware(tmp_path / "firmware.elf", board, [inp], timeout_s=60).instructions)
+    assert abs((counts[1] - counts[0]) - 4 * 1_000_000) <= 2 * 50  # two ticks of quantisation
