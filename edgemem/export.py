@@ -124,9 +124,11 @@ def _tensors(items: list) -> list[dict]:
 
 
 def _context(pkg: str, info, board, system: str) -> dict:
+    """The templates' values; ``target`` (the CMake and Zephyr library) is prefixed, so that no package name clashes
+    with a library the link already names (a package "m" would link to itself instead of libm)."""
     model_file = Path(info.model).name
     return {
-        "name": pkg, "symbol": pkg.upper(), "system": system, "version": __version__, "package_version": __version__,
+        "name": pkg, "symbol": pkg.upper(), "target": f"edgemem_{pkg}", "system": system, "version": __version__, "package_version": __version__,
         "model_name": model_file, "board": board, "arena_bytes": info.arena_bytes,
         "inputs": _tensors(info.inputs), "outputs": _tensors(info.outputs),
         "sources": list(MODEL_SOURCES), "headers": [*MODEL_HEADERS, f"{pkg}.h"],

@@ -137,6 +137,41 @@ def test_cmake_package_example_prints_tflite_micros_top1_on_the_host(project, tm
     assert abs(int(m[3]) - out["scale"] * (int(want.reshape(-1)[top]) - out["zero_point"]) * 1000) <= 0.5 + 1e-6
 
 
+_KINDS = {  # model, build options: int16 edges, float edges, the input outside the arena, and a float32 model
+    "int16": ("tests/models/arch/kws_dscnn-int16.tflite", {}),
+    "float_edges": ("tests/models/arch/kws_dscnn_floatio-int8.tflite", {}),
+    "input_outside": ("examples/kws_tiny_int8.tflite", {"input_outside": True}),
+    "float32": ("tests/models/arch/kws_dscnn-float32.tflite", {}),
+}
+
+
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_cmake_example_of_other_models_prints_tflite_micros_top1(kind, tmp_path):
+    """The example adapts to the model: int16 or float tensors, the input outside the arena (edgemem_run_from_inputs)."""
+    path, options = _KINDS[kind]
+    model = ROOT / path
+    project = tmp_path / "p"
+    pipeline.build(model, "stm32f746", project, pipeline.BuildOptions(compile=False, opt_seconds=0, schedule_seconds=0.5, **options))
+    pkg = export(project, "cmake", tmp_path / "pkg", name="m")
+    build = tmp_path / "host"
+    _run(["cmake", "-S", pkg, "-B", build, f"-DCMAKE_C_FLAGS={' '.join(WARN)}"])
+    _run(["cmake", "--build", build])
+    m = re.fullmatch(r"edgemem example: top-1 class (\d+) value (-?\d+) real_x1000 (-?\d+)\n", _run([build / "example" / "m_example"]).stdout)
+    assert m
+    info = json.loads((project / "edgemem.json").read_text())
+    spec, out = info["inputs"][0], info["outputs"][0]
+    quantized = spec["scale"] is not None and spec["dtype"] != "float32"
+    x = np.full(spec["shape"], spec["zero_point"] if quantized else 0, dtype=np.dtype(spec["dtype"]))
+    (want, *_), oracle = reference_outputs(model, [x])
+    flat = want.reshape(-1)
+    top = int(np.argmax(flat))
+    assert int(m[1]) == top
+    real = float(flat[top]) if out["dtype"] == "float32" else out["scale"] * (int(flat[top]) - out["zero_point"])
+    assert abs(int(m[3]) - real * 1000) <= 0.5 + 1e-3 * max(1.0, abs(real * 1000))
+    if out["dtype"] != "float32":
+        assert int(m[2]) == int(flat[top])
+
+
 def test_cmake_package_cross_compiles_with_the_users_os_and_no_forced_o2(project, tmp_path):
     pkg = _export(project, "cmake", tmp_path / "pkg")
     layout = {p.relative_to(pkg).as_posix() for p in pkg.rglob("*") if p.is_file()}
@@ -153,6 +188,16 @@ def test_cmake_package_cross_compiles_with_the_users_os_and_no_forced_o2(project
         assert levels == ["-Os"], c["command"]  # the user's level, and no other after it
         assert all(flag in c["command"].split() for flag in CPU)
     assert _arm_elf(build / "example" / "kws_tiny_int8_example")
+
+
+@pytest.mark.parametrize("given, want", [(["-DCMAKE_C_FLAGS=-Os"], ["-Os"]), (["-DCMAKE_BUILD_TYPE=MinSizeRel"], ["-Os"]),
+                                         ([], ["-O2"])])  # fmt: skip
+def test_build_lib_keeps_the_users_optimisation_level(project, tmp_path, given, want):
+    """lib/ of a build (not only the exported packages): -O2 only when neither a build type nor a flag chose one."""
+    build = tmp_path / "b"
+    _run(["cmake", "-S", project / "lib", "-B", build, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *given])
+    for c in json.loads((build / "compile_commands.json").read_text()):
+        assert re.findall(r"(?<!\S)-O\w*", c["command"]) == want, c["command"]
 
 
 # ------------------------------------------------------------------------------------------------ the others
