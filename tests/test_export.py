@@ -12,6 +12,7 @@ TFLite's formula. A hostile model file name and tensor names reach no metadata u
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -257,16 +258,24 @@ def _shim_build(pkg: Path, app: list[Path], tmp_path: Path, defines=()) -> Path:
     return shim / "b" / "app"
 
 
+def _kconfig(pkg: Path):
+    """The package's Kconfig read by kconfiglib (the Kconfig implementation Zephyr's build runs)."""
+    kconfiglib = pytest.importorskip("kconfiglib", reason="kconfiglib is in the test extras: pip install -e '.[test]'")
+    kconf = kconfiglib.Kconfig(str(pkg / "Kconfig"), warn_to_stderr=False)
+    assert kconf.warnings == [], kconf.warnings
+    return kconf
+
+
 def test_zephyr_module(project, tmp_path):
     pkg = _export(project, "zephyr", tmp_path / "pkg")
     module = yaml.safe_load((pkg / "zephyr" / "module.yml").read_text())
     assert module["name"] == "kws_tiny_int8"
     assert (pkg / module["build"]["cmake"] / "CMakeLists.txt").is_file() and (pkg / module["build"]["kconfig"]).is_file()
-    kconfig = (pkg / "Kconfig").read_text()
-    (symbol,) = re.findall(r"^config (\w+)$", kconfig, re.M)
-    assert symbol == "EDGEMEM_KWS_TINY_INT8" and re.search(r'^\tbool "[^"\\$]*"$', kconfig, re.M)
-    conf = dict(line.split("=", 1) for line in (pkg / "samples" / "hello" / "prj.conf").read_text().split())
-    assert conf[f"CONFIG_{symbol}"] == "y"
+    kconf = _kconfig(pkg)
+    symbol = "EDGEMEM_KWS_TINY_INT8"
+    assert kconf.syms[symbol].nodes[0].prompt[0] == "edgemem model kws_tiny_int8.tflite"
+    kconf.load_config(str(pkg / "samples" / "hello" / "prj.conf"))
+    assert kconf.syms[symbol].str_value == "y"  # the sample enables the module
     sample = (pkg / "samples" / "hello" / "CMakeLists.txt").read_text()
     assert "find_package(Zephyr" in sample
     (src,) = re.findall(r"target_sources\(app PRIVATE (\S+)\)", sample)
@@ -312,6 +321,36 @@ def test_platformio_library(project, tmp_path):
     _run(["arm-none-eabi-gcc", *CPU, "--specs=nano.specs", "--specs=nosys.specs", *sorted((tmp_path / "o").glob("*.o")),
           "-lm", "-o", tmp_path / "app.elf"])  # fmt: skip
     assert _arm_elf(tmp_path / "app.elf")
+
+
+def _pio_pack(pkg: Path, tmp_path: Path) -> dict:
+    """PlatformIO's own packer (`pio pkg pack`, offline: it validates library.json against PlatformIO's manifest schema
+    and applies its export rules); returns the packed tarball's library.json."""
+    import tarfile
+
+    pytest.importorskip("platformio", reason="PlatformIO is in the test extras: pip install -e '.[test]'")
+    env = {**os.environ, "PLATFORMIO_CORE_DIR": str(tmp_path / "pio-core"), "PLATFORMIO_SETTING_ENABLE_TELEMETRY": "No"}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    tarball = tmp_path / "pkg.tar.gz"
+    proc = subprocess.run([sys.executable, "-m", "platformio", "pkg", "pack", str(pkg), "-o", str(tarball)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0 and tarball.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    with tarfile.open(tarball) as tar:
+        names = set(tar.getnames())
+        assert {"library.json", "src/model.c", "include/model.h", "examples/hello/src/main.c"} <= names
+        assert ".edgemem-output" not in names
+        return json.loads(tar.extractfile("library.json").read())
+
+
+def test_platformio_pack_validates_the_manifest(project, tmp_path):
+    """PlatformIO's packer accepts the package (its schema: name, semantic version, fields) and the control: it
+    refuses a manifest whose version is not semantic, so the check can fail."""
+    pkg = export(project, "platformio", tmp_path / "pkg")
+    assert _pio_pack(pkg, tmp_path)["name"] == "kws_tiny_int8"
+    manifest = json.loads((pkg / "library.json").read_text())
+    (pkg / "library.json").write_text(json.dumps({**manifest, "version": "one"}))
+    with pytest.raises(AssertionError, match="semantic"):
+        _pio_pack(pkg, tmp_path / "bad")
 
 
 _ARDUINO_H = """#include <stdint.h>
@@ -386,12 +425,14 @@ def test_hostile_names_are_escaped_in_every_package_and_run_nothing(tmp_path):
     name = package_name(MODEL_FILE)
     assert re.fullmatch(r"[a-z][a-z0-9_]*", name)
     assert json.loads((pkgs["platformio"] / "library.json").read_text())["description"].startswith(f"The edgemem model {MODEL_FILE} for")
+    assert _pio_pack(pkgs["platformio"], tmp_path / "pio")["description"].startswith(f"The edgemem model {MODEL_FILE} for")
     assert yaml.safe_load((pkgs["esp-idf"] / "idf_component.yml").read_text())["description"].startswith(f"The edgemem model {MODEL_FILE} for")
     assert yaml.safe_load((pkgs["zephyr"] / "zephyr" / "module.yml").read_text())["name"] == name
     props = dict(line.split("=", 1) for line in (pkgs["arduino"] / "library.properties").read_text().splitlines())
     assert props["sentence"] == f"The edgemem model {plain_text(MODEL_FILE)} for board stm32f746."
-    kconfig = (pkgs["zephyr"] / "Kconfig").read_text().splitlines()
-    assert len(kconfig) == 7 and all(re.fullmatch(r'(#|config |\tbool "|\thelp|\t  )[^"\\$]*"?', line) for line in kconfig)
+    node = _kconfig(pkgs["zephyr"]).syms[f"EDGEMEM_{name.upper()}"].nodes[0]
+    assert node.prompt[0] == f"edgemem model {plain_text(MODEL_FILE)}"  # one string, nothing expanded or cut
+    assert node.help.startswith(f"The edgemem model {plain_text(MODEL_FILE)}, generated for board stm32f746:\n")
     build = tmp_path / "cmake-build"
     _run(["cmake", "-S", pkgs["cmake"], "-B", build, f"-DCMAKE_TOOLCHAIN_FILE={pkgs['cmake'] / 'cmake' / 'arm-none-eabi.cmake'}",
           f"-DCMAKE_C_FLAGS={' '.join(WARN)}"], cwd=tmp_path)  # fmt: skip
