@@ -297,6 +297,36 @@ def test_esp_idf_component(project, tmp_path):
     assert _arm_elf(_shim_build(pkg, [main / "main.c", tmp_path / "start.c"], tmp_path))
 
 
+def _idf_pack(pkg: Path, name: str, tmp_path: Path) -> dict:
+    """The ESP-IDF component manager's packer (`compote component pack`, offline: it validates idf_component.yml and
+    applies its `files` rules); returns the packed archive's idf_component.yml."""
+    import tarfile
+
+    pytest.importorskip("idf_component_manager", reason="idf-component-manager is in the test extras: pip install -e '.[test]'")
+    compote = Path(sys.executable).with_name("compote")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "IDF_TOOLS_PATH": str(tmp_path / "idf-tools")}
+    proc = subprocess.run([str(compote), "-W", "component", "pack", "--name", name, "--dest-dir", str(tmp_path / "dist")],
+                          cwd=pkg, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (archive,) = (tmp_path / "dist").glob("*.tgz")
+    with tarfile.open(archive) as tar:
+        names = {n.removeprefix("./") for n in tar.getnames()}
+        assert {"idf_component.yml", "CMakeLists.txt", "src/model.c", "include/model.h", "examples/hello/main/main.c"} <= names
+        assert ".edgemem-output" not in names
+        return yaml.safe_load(tar.extractfile("./idf_component.yml").read())
+
+
+def test_esp_idf_component_manager_packs_the_component(project, tmp_path):
+    """The component manager accepts the manifest; the control: it refuses a version that is not one."""
+    pkg = export(project, "esp-idf", tmp_path / "pkg")
+    assert _idf_pack(pkg, "kws_tiny_int8", tmp_path / "ok")["version"] == "0.1.0"
+    manifest = pkg / "idf_component.yml"
+    manifest.write_text(re.sub(r"^version: .*$", 'version: "one"', manifest.read_text(), flags=re.M))
+    with pytest.raises(AssertionError, match="Invalid version"):
+        _idf_pack(pkg, "kws_tiny_int8", tmp_path / "bad")
+
+
 def _gcc_objects(sources: list[Path], includes: list[Path], out: Path, extra=()) -> None:
     out.mkdir(exist_ok=True)
     for src in sources:
@@ -427,6 +457,7 @@ def test_hostile_names_are_escaped_in_every_package_and_run_nothing(tmp_path):
     assert json.loads((pkgs["platformio"] / "library.json").read_text())["description"].startswith(f"The edgemem model {MODEL_FILE} for")
     assert _pio_pack(pkgs["platformio"], tmp_path / "pio")["description"].startswith(f"The edgemem model {MODEL_FILE} for")
     assert yaml.safe_load((pkgs["esp-idf"] / "idf_component.yml").read_text())["description"].startswith(f"The edgemem model {MODEL_FILE} for")
+    assert _idf_pack(pkgs["esp-idf"], name, tmp_path / "idf")["description"].startswith(f"The edgemem model {MODEL_FILE} for")
     assert yaml.safe_load((pkgs["zephyr"] / "zephyr" / "module.yml").read_text())["name"] == name
     props = dict(line.split("=", 1) for line in (pkgs["arduino"] / "library.properties").read_text().splitlines())
     assert props["sentence"] == f"The edgemem model {plain_text(MODEL_FILE)} for board stm32f746."
