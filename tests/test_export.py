@@ -33,6 +33,7 @@ MODEL = ROOT / "examples" / "kws_tiny_int8.tflite"
 CPU = ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"]  # the stm32f746's core
 WARN = ["-Wall", "-Wextra", "-Werror"]
 
+sys.path.insert(0, str(Path(__file__).parent))  # test_escaping's samples and hostile model
 pytestmark = pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("arm-none-eabi-gcc") is None,
                                 reason="needs cmake and arm-none-eabi-gcc (make setup installs them)")
 
@@ -415,6 +416,23 @@ def test_arduino_library(project, tmp_path):
 # ------------------------------------------------------------------------------------------------ names, directory
 
 
+def test_metadata_escapers_hold_every_byte_value_exactly():
+    """yaml_string and json_value parse back to exactly the text, on one line; plain_text keeps only characters inert
+    in Kconfig strings and library.properties values, and percent-decodes back to the text's UTF-8."""
+    from urllib.parse import unquote_to_bytes
+
+    from edgemem.codegen.escape import json_value, utf8, yaml_string
+    from test_escaping import SAMPLES
+
+    for text in SAMPLES:
+        y = yaml_string(text)
+        assert "\n" not in y and yaml.safe_load(f"k: {y}  # c")["k"] == text
+        assert json.loads(json_value(text)) == text and json_value(text).isascii()
+        p = plain_text(text)
+        assert re.fullmatch(r"[A-Za-z0-9 ._,:;+=@/()!?'*%-]*", p) and not p.startswith(" ") and not p.endswith(" ")
+        assert unquote_to_bytes(p) == utf8(text)
+
+
 def test_package_name_is_an_identifier_of_every_system():
     assert package_name("/x/kws_tiny_int8.tflite") == "kws_tiny_int8"
     assert package_name("/x/9 Ünï-côdé $(x).tflite") == "model_9_n_c_d_x"
@@ -441,10 +459,13 @@ def test_refuses_an_existing_directory_and_a_bad_name(project, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "edgemem.cli", "export", str(project), "--to", "vxworks", "-o",
                            str(tmp_path / "v")], capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and not (tmp_path / "v").exists()
+    proc = subprocess.run([sys.executable, "-m", "edgemem.cli", "export", str(project), "--to", "arduino"],
+                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (project.parent / f"{project.name}-arduino" / "library.properties").is_file()  # the default: PROJECT-SYSTEM
 
 
 def test_hostile_names_are_escaped_in_every_package_and_run_nothing(tmp_path):
-    sys.path.insert(0, str(Path(__file__).parent))
     from test_escaping import MODEL_FILE, _hostile_model, _no_pwned
 
     model = tmp_path / MODEL_FILE
