@@ -3,7 +3,7 @@ Micro's arithmetic (quantize_common.cc, dequantize.cc); kernels in kernels/quant
 
 - QUANTIZE float32 -> int16: the float input of a 16x8 model with float edges (AffineQuantize: float32
   division by the scale, std::round, zero point, clamp).
-- DEQUANTIZE int16 -> float32: its float output (double(scale) * (x - zp) rounded to float32).
+- DEQUANTIZE int16 or uint8 -> float32: a float output (double(scale) * (x - zp) rounded to float32).
 - QUANTIZE int8 -> int16, int16 -> int8, int16 -> int16: where the int8 and int16 parts of a mixed model join,
   and the converter's requantizations inside a 16x8 model (Requantize: (x - in_zp) times
   QuantizeMultiplier(double(in) / double(out)), plus out_zp, clamped to the output type).
@@ -49,9 +49,9 @@ def requantize(ctx: OpContext):
     return ctx.emit("QUANTIZE", prim, [ctx.expr(x)], shape, out_dtype)
 
 
-@lowering("DEQUANTIZE", types=("int16",), when=lambda t: _out(t) == "float32")
-def dequantize_int16(ctx: OpContext):
+@lowering("DEQUANTIZE", types=("int16", "uint8"), when=lambda t: _out(t) == "float32")
+def dequantize_to_float(ctx: OpContext):
     x = ctx.inputs[0]
     scale, zp = ctx.scale_zp(x, "input")
     shape = ctx.shape(x)
-    return ctx.emit("DEQUANTIZE", kq.dequantize(shape, "int16", scale, zp), [ctx.expr(x)], shape, "float32")
+    return ctx.emit("DEQUANTIZE", kq.dequantize(shape, ctx.dtype(x), scale, zp), [ctx.expr(x)], shape, "float32")
