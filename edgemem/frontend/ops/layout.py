@@ -191,7 +191,12 @@ def strided_slice(ctx: OpContext):
 def reverse(ctx: OpContext):
     x, y = ctx.inputs[0], ctx.outputs[0]
     shape = ctx.shape(x)
-    axes = {a % len(shape) for a in _vec(ctx, ctx.inputs[1], "axis")}
+    listed = sorted(a % len(shape) for a in _vec(ctx, ctx.inputs[1], "axis"))
+    if any(b != a + 1 for a, b in zip(listed, listed[1:])):
+        # TFLM's Eval refuses it ("Non-contiguous `axes` not supported", a repeated axis included) for every type
+        ctx.refuse(f"it reverses axes {listed}, which are not distinct neighbours; TFLite Micro reverses only neighbouring "
+                   "axes. Reverse them in two operators.")
+    axes = set(listed)
     starts = [d - 1 if a in axes else 0 for a, d in enumerate(shape)]
     steps = [-1 if a in axes else 1 for a in range(len(shape))]
     return _affine(ctx, "REVERSE_V2", x, y, starts, steps, list(range(len(shape))))
