@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import uint8_models as um
-from op_check import check_model, missing_operators
+from op_check import build_for_host, check_model, missing_operators
 
 from edgemem import device_run, pipeline
 from edgemem.reference import reference_outputs, seeded_inputs
+from edgemem.target.host import build_host, run_host
 
 # The survey's answer (TFLM 0.dev20261023 in .venv): the uint8 operators it runs. The test below re-asks TFLM.
-TFLM_RUNS_UINT8 = {"RESHAPE", "SQUEEZE", "REVERSE_V2", "BROADCAST_TO", "DEQUANTIZE", "QUANTIZE_U8_I8", "SHAPE"}
+TFLM_RUNS_UINT8 = {"RESHAPE", "SQUEEZE", "REVERSE_V2", "BROADCAST_TO", "DEQUANTIZE", "QUANTIZE_U8_I8", "QUANTIZE_I8_U8", "SHAPE"}
 # Operators TFLM has no kernel for in any type (its op resolver lacks TILE; NEG runs only float32 and int32):
 NO_INT8_KERNEL = {"TILE", "NEG"}
 SHAPES = [(1, 4, 6, 8), (2, 3, 5, 4), (3, 7)]
@@ -79,17 +80,34 @@ def test_edgemem_accepts_exactly_the_uint8_operators_tflm_runs(op, survey):
     if tflm_u8:
         assert missing == [], f"TFLM runs uint8 {op}, edgemem refuses {missing}"
     else:
-        assert missing == [f"{_tflite_name(op)} (uint8)"]
+        assert missing == [f"{_tflite_name(op)} ({'float32' if op == 'QUANTIZE_F32_U8' else 'uint8'})"]
 
 
-@pytest.mark.parametrize("op", ["RESHAPE", "SQUEEZE", "REVERSE_V2", "BROADCAST_TO", "DEQUANTIZE"])
+@pytest.mark.parametrize("op", ["RESHAPE", "SQUEEZE", "REVERSE_V2", "BROADCAST_TO", "DEQUANTIZE", "QUANTIZE_I8_U8"])
 @pytest.mark.parametrize("k", range(len(SHAPES)), ids=lambda k: "x".join(map(str, SHAPES[k])))
 def test_uint8_operator_bit_exact_with_tflm(op, k, tmp_path):
-    """Model seed k (quantization, axes), shape k, three seeded inputs each; DEQUANTIZE's float32 too."""
+    """Model seed k (quantization, axes), shape k, three seeded inputs each; DEQUANTIZE's float32 too. (QUANTIZE int8 ->
+    uint8 ran before, through TVM's QDQ import: one step off TFLM on model seed 2.)"""
     result = check_model(um.single_op_model(op, SHAPES[k], seed=k), tmp_path)
     assert result.oracle == "tflm"
     if op == "DEQUANTIZE":
         assert result.max_abs_diff == [0.0, 0.0, 0.0]  # the same float32 bits, not within a tolerance
+
+
+def test_int8_to_uint8_quantize_rounds_twice_as_tflm(tmp_path):
+    """TFLM's Requantize rounds twice (SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT): int8 -33 at
+    (0.02, -5) to uint8 at (0.04164016, 76) is 76 + round(round(-28 * 0.9606) / 2) = 76 - 14 = 62, where a float
+    computation (TVM's QDQ import, what edgemem ran before) rounds -13.45 once: 63. Every int8 value is fed."""
+    model = um.requantize_model((16, 16), np.int8, (0.02, -5), np.uint8, (0.04164016, 76))
+    path = tmp_path / "m.tflite"
+    path.write_bytes(model)
+    x = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
+    want, oracle = reference_outputs(path, [x])
+    assert oracle == "tflm" and want[0].reshape(-1)[-33 + 128] == 62
+    _, project = build_for_host(model, tmp_path / "b")
+    exe = build_host(project, tmp_path / "host")
+    got = np.frombuffer(run_host(exe, [x.tobytes()], [256]).outputs[0], np.uint8).reshape(16, 16)
+    np.testing.assert_array_equal(got, want[0])
 
 
 CHAINS = {

@@ -260,6 +260,16 @@ def _quantize_to(dtype):
     return gen
 
 
+def _quantize_from(dtype, q):
+    """QUANTIZE of x read as ``dtype`` (its quantization ``q``; None for float32) to uint8."""
+    def gen(o: _Op):
+        o.mb.tensors[o.x].ttype = mm._NP_TO_TT[np.dtype(dtype)]
+        o.mb.tensors[o.x].quant = q
+        return o.one(mm.OP.QUANTIZE, [o.x], o.shape, dtype=np.uint8, q=mm.qparams([float(o.rng.uniform(0.005, 0.05))], [int(o.rng.integers(0, 256))]))
+
+    return gen
+
+
 def _arg_max(o: _Op):
     axis = len(o.shape) - 1
     return o.one(mm.OP.ARG_MAX, [o.x, _const(o.mb, "axis", [axis])], o.shape[:-1], _options("ArgMaxOptions", OutputType=2), dtype=np.int32, q=None)
@@ -301,6 +311,7 @@ GENERATORS = {
     # type conversions
     "DEQUANTIZE": _dequantize, "QUANTIZE_U8_I8": _quantize_to(np.int8), "QUANTIZE_U8_U8": _quantize_to(np.uint8),
     "QUANTIZE_U8_I16": _quantize_to(np.int16), "QUANTIZE_U8_I32": _quantize_to(np.int32),
+    "QUANTIZE_I8_U8": _quantize_from(np.int8, mm.qparams([0.02], [-5])), "QUANTIZE_F32_U8": _quantize_from(np.float32, None),
     # arithmetic
     "ADD": _binary(mm.OP.ADD, mm.add_options()), "SUB": _binary(mm.OP.SUB, _options("SubOptions", FusedActivationFunction=0)),
     "MUL": _binary(mm.OP.MUL, mm.mul_options()), "MAXIMUM": _minmax(mm.OP.MAXIMUM), "MINIMUM": _minmax(mm.OP.MINIMUM),
@@ -397,3 +408,12 @@ def movement_model(width: int = 6, channels: int = 4, rows: int = 3, seed: int =
 
 def _quant_u8(rng) -> dict:
     return mm.qparams([float(rng.uniform(0.005, 0.05))], [int(rng.integers(0, 256))])
+
+
+def requantize_model(shape, in_dtype, in_q, out_dtype, out_q) -> bytes:
+    """x -> QUANTIZE -> y of ``shape``, each of its type and (scale, zero point)."""
+    mb = mm.ModelBuilder(description="edgemem requantize")
+    x = mb.tensor("x", shape, in_dtype, mm.qparams([in_q[0]], [in_q[1]]))
+    y = mb.tensor("y", shape, out_dtype, mm.qparams([out_q[0]], [out_q[1]]))
+    mb.op(mm.OP.QUANTIZE, [x], [y], version=2)
+    return mb.serialize([x], [y])
