@@ -4,7 +4,9 @@ TFLM runs uint8 in QUANTIZE (uint8 <-> int8), DEQUANTIZE (uint8 -> float32), RES
 type), REVERSE_V2 (a uint8 case) and BROADCAST_TO (copies by element size); every other kernel refuses uint8. The
 survey below asks TFLM itself, one-operator models at a time (tests/uint8_models.py), and edgemem must accept
 exactly the operators TFLM runs and refuse the others with its one-paragraph message naming them; each operator's
-int8 twin must run in TFLM, so that a refusal is about the type and not about a malformed test model.
+int8 twin must run in TFLM, so that a refusal is about the type and not about a malformed test model. QUANTIZE
+float32 -> uint8, which TFLM refuses, is a float32 operator: edgemem runs it against LiteRT, as other float operators
+TFLM lacks.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from edgemem.target.host import build_host, run_host
 TFLM_RUNS_UINT8 = {"RESHAPE", "SQUEEZE", "REVERSE_V2", "BROADCAST_TO", "DEQUANTIZE", "QUANTIZE_U8_I8", "QUANTIZE_I8_U8", "SHAPE"}
 # Operators TFLM has no kernel for in any type (its op resolver lacks TILE; NEG runs only float32 and int32):
 NO_INT8_KERNEL = {"TILE", "NEG"}
+# A float32 operator TFLM refuses, run as edgemem runs float operators TFLM lacks (README, Operators): LiteRT's
+# reference kernels are the oracle. TFLM's QUANTIZE takes float32 to int8 and int16 only.
+LITERT_ORACLE = {"QUANTIZE_F32_U8"}
 SHAPES = [(1, 4, 6, 8), (2, 3, 5, 4), (3, 7)]
 
 _SURVEY = r"""
@@ -77,19 +82,19 @@ def test_edgemem_accepts_exactly_the_uint8_operators_tflm_runs(op, survey):
     assert tflm_u8 == (op in TFLM_RUNS_UINT8), f"TFLM {'runs' if tflm_u8 else 'refuses'} uint8 {op}: update the survey"
     assert tflm_i8 or op in NO_INT8_KERNEL, f"the int8 twin of the {op} model does not run in TFLM: the test model is wrong"
     missing = missing_operators(path)
-    if tflm_u8:
-        assert missing == [], f"TFLM runs uint8 {op}, edgemem refuses {missing}"
+    if tflm_u8 or op in LITERT_ORACLE:
+        assert missing == [], f"edgemem refuses {missing}"
     else:
-        assert missing == [f"{_tflite_name(op)} ({'float32' if op == 'QUANTIZE_F32_U8' else 'uint8'})"]
+        assert missing == [f"{_tflite_name(op)} (uint8)"]
 
 
-@pytest.mark.parametrize("op", ["RESHAPE", "SQUEEZE", "REVERSE_V2", "BROADCAST_TO", "DEQUANTIZE", "QUANTIZE_I8_U8"])
+@pytest.mark.parametrize("op", ["RESHAPE", "SQUEEZE", "REVERSE_V2", "BROADCAST_TO", "DEQUANTIZE", "QUANTIZE_I8_U8", "QUANTIZE_F32_U8"])
 @pytest.mark.parametrize("k", range(len(SHAPES)), ids=lambda k: "x".join(map(str, SHAPES[k])))
 def test_uint8_operator_bit_exact_with_tflm(op, k, tmp_path):
     """Model seed k (quantization, axes), shape k, three seeded inputs each; DEQUANTIZE's float32 too. (QUANTIZE int8 ->
     uint8 ran before, through TVM's QDQ import: one step off TFLM on model seed 2.)"""
     result = check_model(um.single_op_model(op, SHAPES[k], seed=k), tmp_path)
-    assert result.oracle == "tflm"
+    assert result.oracle == ("litert" if op in LITERT_ORACLE else "tflm")
     if op == "DEQUANTIZE":
         assert result.max_abs_diff == [0.0, 0.0, 0.0]  # the same float32 bits, not within a tolerance
 
@@ -104,10 +109,26 @@ def test_int8_to_uint8_quantize_rounds_twice_as_tflm(tmp_path):
     x = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
     want, oracle = reference_outputs(path, [x])
     assert oracle == "tflm" and want[0].reshape(-1)[-33 + 128] == 62
+    np.testing.assert_array_equal(_host_outputs(model, x, tmp_path), want[0])
+
+
+def _host_outputs(model: bytes, x: np.ndarray, tmp_path: Path) -> np.ndarray:
     _, project = build_for_host(model, tmp_path / "b")
     exe = build_host(project, tmp_path / "host")
-    got = np.frombuffer(run_host(exe, [x.tobytes()], [256]).outputs[0], np.uint8).reshape(16, 16)
-    np.testing.assert_array_equal(got, want[0])
+    return np.frombuffer(run_host(exe, [x.tobytes()], [x.size]).outputs[0], np.uint8).reshape(x.shape)
+
+
+def test_float_to_uint8_quantize_rounds_ties_away_from_zero(tmp_path):
+    """float32 -> uint8 at scale 2^-7: x = (k + 0.5) 2^-7 for every k in [-128, 128) is a tie, which TFLite's
+    AffineQuantize (LiteRT's reference kernel: TFLM has none) rounds away from zero; TVM's QDQ import, what edgemem
+    ran before, rounded 66 of these 256 to even."""
+    model = um.requantize_model((4, 64), np.float32, None, np.uint8, (2.0 ** -7, 3))
+    path = tmp_path / "m.tflite"
+    path.write_bytes(model)
+    x = ((np.arange(-128, 128, dtype=np.float32) + 0.5) * np.float32(2.0 ** -7)).reshape(4, 64)
+    want, oracle = reference_outputs(path, [x])
+    assert oracle == "litert" and want[0].reshape(-1)[128] == 4  # 0.5 + 3, not 0 + 3
+    np.testing.assert_array_equal(_host_outputs(model, x, tmp_path), want[0])
 
 
 CHAINS = {

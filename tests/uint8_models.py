@@ -261,11 +261,11 @@ def _quantize_to(dtype):
 
 
 def _quantize_from(dtype, q):
-    """QUANTIZE of x read as ``dtype`` (its quantization ``q``; None for float32) to uint8."""
+    """QUANTIZE of x read as ``dtype`` (its quantization ``q``; None for float32) to uint8 (the int8 twin: to int8)."""
     def gen(o: _Op):
         o.mb.tensors[o.x].ttype = mm._NP_TO_TT[np.dtype(dtype)]
         o.mb.tensors[o.x].quant = q
-        return o.one(mm.OP.QUANTIZE, [o.x], o.shape, dtype=np.uint8, q=mm.qparams([float(o.rng.uniform(0.005, 0.05))], [int(o.rng.integers(0, 256))]))
+        return o.one(mm.OP.QUANTIZE, [o.x], o.shape, q=_quant(o.rng))
 
     return gen
 
@@ -411,9 +411,9 @@ def _quant_u8(rng) -> dict:
 
 
 def requantize_model(shape, in_dtype, in_q, out_dtype, out_q) -> bytes:
-    """x -> QUANTIZE -> y of ``shape``, each of its type and (scale, zero point)."""
+    """x -> QUANTIZE -> y of ``shape``, each of its type and (scale, zero point); ``in_q`` None for a float x."""
     mb = mm.ModelBuilder(description="edgemem requantize")
-    x = mb.tensor("x", shape, in_dtype, mm.qparams([in_q[0]], [in_q[1]]))
+    x = mb.tensor("x", shape, in_dtype, None if in_q is None else mm.qparams([in_q[0]], [in_q[1]]))
     y = mb.tensor("y", shape, out_dtype, mm.qparams([out_q[0]], [out_q[1]]))
     mb.op(mm.OP.QUANTIZE, [x], [y], version=2)
     return mb.serialize([x], [y])

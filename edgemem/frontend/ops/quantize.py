@@ -2,7 +2,8 @@
 Micro's arithmetic (quantize_common.cc, dequantize.cc); kernels in kernels/quantize.py.
 
 - QUANTIZE float32 -> int16: the float input of a 16x8 model with float edges (AffineQuantize: float32
-  division by the scale, std::round, zero point, clamp).
+  division by the scale, std::round, zero point, clamp). float32 -> uint8 the same way: TFLM refuses it (LiteRT,
+  the oracle there, runs this AffineQuantize), and TVM's QDQ import rounded its ties to even.
 - DEQUANTIZE int16 or uint8 -> float32: a float output (double(scale) * (x - zp) rounded to float32).
 - QUANTIZE int8 -> int16, int16 -> int8, int16 -> int16: where the int8 and int16 parts of a mixed model join,
   and the converter's requantizations inside a 16x8 model (Requantize: (x - in_zp) times
@@ -29,12 +30,12 @@ def _out(t) -> str:
     return t.outputs[0] if t.outputs else "none"
 
 
-@lowering("QUANTIZE", types=("float32",), when=lambda t: _out(t) == "int16")
-def quantize_float_to_int16(ctx: OpContext):
+@lowering("QUANTIZE", types=("float32",), when=lambda t: _out(t) in ("int16", "uint8"))
+def quantize_float(ctx: OpContext):
     x, y = ctx.inputs[0], ctx.outputs[0]
     scale, zp = ctx.scale_zp(y, "output")
     shape = ctx.shape(x)
-    return ctx.emit("QUANTIZE", kq.quantize_float(shape, "int16", scale, zp), [ctx.expr(x)], shape, "int16")
+    return ctx.emit("QUANTIZE", kq.quantize_float(shape, ctx.dtype(y), scale, zp), [ctx.expr(x)], shape, ctx.dtype(y))
 
 
 @lowering("QUANTIZE", types=("int8",), when=lambda t: _out(t) in ("int16", "int32", "uint8"))
