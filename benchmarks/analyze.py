@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgemem import pipeline  # noqa: E402
-from edgemem.analyze import analyze  # noqa: E402
+from edgemem.analysis import analyze  # noqa: E402
 from edgemem.errors import DoesNotFitError, EdgememError  # noqa: E402
 
 INTRO = (

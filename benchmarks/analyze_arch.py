@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgemem.analyze import analyze  # noqa: E402
+from edgemem.analysis import analyze  # noqa: E402
 from edgemem.board import load_board  # noqa: E402
 from edgemem.budget import board_with_budget, ram_budget  # noqa: E402
 from edgemem.frontend.tflite_import import import_tflite  # noqa: E402

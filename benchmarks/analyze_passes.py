@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgemem import pipeline  # noqa: E402
-from edgemem.analyze import analyze  # noqa: E402
+from edgemem.analysis import analyze  # noqa: E402
 from edgemem.errors import DoesNotFitError  # noqa: E402
 
 SEQUENCE = ("fold_pad", "inplace_depthwise", "inplace_residual", "inplace_elementwise", "inplace_overlap")

@@ -244,9 +244,10 @@ def run_fuzzer(runs: int, *, seeds: str = "all", timeout: float = 10.0, max_len:
                               env={**os.environ, "PYTHONHASHSEED": "0", "EDGEMEM_FUZZ_STATS": str(work / "outcomes.json"),
                                    "EDGEMEM_FUZZ_SCRATCH": str(work / "scratch"),
                                    "EDGEMEM_FUZZ_CRASH_LOG": str(work / "crash_traceback.txt")})  # fmt: skip
-        output, returncode = proc.stdout + proc.stderr, proc.returncode
+        # stderr first: atheris prints an uncaught exception on stdout, which then ends the tail a report shows
+        output, returncode = proc.stderr + proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
-        output = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+        output = (e.stderr or b"").decode(errors="replace") + (e.stdout or b"").decode(errors="replace")
         returncode = None
     seconds = time.perf_counter() - t0
     (work / "fuzz.log").write_text(output)  # libFuzzer's whole log, next to the corpus and the artifacts

@@ -24,6 +24,7 @@ from typer.core import TyperGroup
 
 from .build_info import JSON_SCHEMA, BuildInfo
 from .errors import KINDS, DeviceError, DoesNotFitError, EdgememError, UnsupportedModelError
+from .options import BuildOptions, input_outside, user_options
 from .project_dir import Interrupted
 from .sizes import parse_size
 
@@ -388,7 +389,7 @@ def build(
         _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None, minimize=minimize,
                          max_slowdown=max_slowdown is not None,
                          pool_per_region=pool_per_region, stack=stack is not None,
-                         input=_input_outside(input_where))  # fmt: skip
+                         input=input_outside(input_where))  # fmt: skip
         check_replaceable(out_dir, force, model)  # before importing TVM, which alone takes seconds
         from .symbolic import plan_for_range
 
@@ -396,17 +397,14 @@ def build(
                               out_dir=out_dir)  # fmt: skip
         _json(info) if as_json else _print_symbolic(info, out_dir)
         return
-    _check_objective(max_slowdown, minimize=minimize, passes=passes is not None, fixed=opt_time == 0)
-    outside = _input_outside(input_where)
+    options = user_options(ram=ram, flash=flash, force=force, pool_per_region=pool_per_region,
+                           schedule_seconds=schedule_time, opt_seconds=opt_time, minimize=minimize,
+                           max_slowdown=max_slowdown, passes=_pass_names(passes), profile=profile, stack=stack,
+                           input_where=input_where)  # fmt: skip
     # Refused at once, before importing TVM (seconds): pipeline.build checks again as it locks the directory.
     check_replaceable(out_dir, force, model)
     from . import pipeline
 
-    options = pipeline.BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
-                                    schedule_seconds=schedule_time, profile=profile, passes=_pass_names(passes),
-                                    opt_seconds=5.0 if opt_time is None else opt_time, stack=stack,
-                                    opt_margin=1.0 if minimize else 0.1, max_slowdown=math.inf if minimize else max_slowdown,
-                                    input_outside=outside)  # fmt: skip
     with _StageStatus(err, quiet=as_json) as status:
         result = pipeline.build(model, board, out_dir, options, observer=status)
         res = None
@@ -431,27 +429,6 @@ def build(
 
     _finish({**result.info.to_json(), "project": str(out_dir), **ran}, as_json, show,
             _verdict_error(res, profiled=profile) if res else None)  # fmt: skip
-
-
-def _input_outside(where: str) -> bool:
-    if where not in ("arena", "outside"):
-        raise EdgememError(f"--input {where!r} is not a place for the model input: give 'arena' (the default: the "
-                           "input is written into the arena) or 'outside' (the caller's buffer, edgemem_run_from).")
-    return where == "outside"
-
-
-def _check_objective(max_slowdown: float | None, *, minimize: bool, passes: bool, fixed: bool) -> None:
-    """--max-slowdown and --minimize choose among the orchestrator's candidates: one of them, and only with it."""
-    given = "--max-slowdown" if max_slowdown is not None else "--minimize" if minimize else None
-    if given is None:
-        return
-    if max_slowdown is not None and minimize:
-        raise EdgememError("--max-slowdown and --minimize cannot be used together: --minimize takes the least arena "
-                           "whatever the slowdown (an unbounded --max-slowdown). Give one of them.")  # fmt: skip
-    if passes or fixed:
-        raise EdgememError(f"{given} chooses among the memory-pass sequences the orchestrator tries, but "
-                           f"{'--passes' if passes else '--opt-time 0'} runs one fixed sequence: there is nothing to "
-                           f"choose from. Drop {'--passes' if passes else '--opt-time 0'} or {given}.")  # fmt: skip
 
 
 def _refuse_with_dim(**given: bool) -> None:
@@ -518,7 +495,7 @@ def profile_cmd(
 def _verdict_error(res: dict, *, profiled: bool) -> EdgememError | None:
     """What fails a device run, after its table: a profiled arena that differs from the plan (exit 7), outputs
     that differ from the oracle (exit 8, as `edgemem validate`); None when it passed."""
-    from .validate import MismatchError
+    from .validation import MismatchError
 
     if profiled and not res["arena_matches_plan"]:
         return DeviceError(f"the measured arena high-water ({res['arena_high_water_bytes']:,} B) differs from the plan "
@@ -558,9 +535,7 @@ def analyze(
     operator MACs, weights and live bytes; every operator edgemem lacks; the arena `build` plans with the same
     options, the RAM floor, next to the board's RAM; the largest value of a symbolic dimension that fits. Exit 4
     if an operator is unsupported, 5 if the model cannot fit, else 0."""
-    from .analyze import analyze as run_analysis
-    from .pipeline import BuildOptions
-
+    from .analysis import analyze as run_analysis
     options = BuildOptions(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
                            passes=_pass_names(passes), stack=stack)  # fmt: skip
     a = run_analysis(model, board, ram, flash, options)
@@ -739,7 +714,7 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
 ) -> None:
     """Run N seeded inputs on the device and compare each with TFLite Micro; exit 8 if any run differs."""
-    from .validate import MismatchError, mismatch_message, validate as run_validation
+    from .validation import MismatchError, mismatch_message, validate as run_validation
 
     _check_board(project, board)
     with _Progress(err, "validating", count) as progress:

@@ -24,6 +24,7 @@ from .budget import board_with_budget, check_flash, check_floor, ram_budget, wit
 from .build_info import BuildInfo, collect_build_info
 from .errors import DoesNotFitError, ToolchainError, UnsupportedModelError
 from .ir.graph import OpGraph
+from .options import BuildOptions
 from .plan import ArenaPlan
 from .project_dir import OutputDir
 from .schedule import Schedule
@@ -35,26 +36,6 @@ from .target.toolchain import FirmwareSizes
 # Plans again with the static RAM the linker measured (pool per region): one replan suffices, as the static RAM
 # does not depend on the plan; the second is a safety net.
 MAX_REPLANS = 2
-
-
-@dataclass
-class BuildOptions:
-    ram: int | None = None  # override the board's RAM (bytes)
-    flash: int | None = None  # override the board's flash (bytes)
-    overwrite: bool = False  # replace an existing output directory
-    compile: bool = True  # run arm-none-eabi-gcc
-    pool_per_region: bool = False  # plan each board RAM region as its own pool (fast ones first)
-    schedule_seconds: float = 2.0  # time budget of the operator schedulers
-    profile: bool = False  # per-step reports over the UART, a seeded input in flash (`edgemem profile`)
-    profile_seed: int = 0  # the seed of that input
-    inplace: bool = True  # allow the in-place depthwise pass (TinyEngine's in-place)
-    opt_seconds: float = 5.0  # time budget of the pass orchestrator (0: edgemem's fixed pass sequence)
-    opt_seed: int = 0  # the orchestrator's seed (same seed, same passes)
-    opt_margin: float = 0.1  # it stops once arena <= RAM budget * (1 - margin); 1.0: never early (minimize)
-    max_slowdown: float | None = None  # percent: the least arena predicted at most that much slower (passes/objective.py)
-    passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
-    stack: int | str | None = None  # reserved stack: bytes, "auto" (call-graph bound + margin), None: the board's
-    input_outside: bool = False  # the model inputs are the caller's buffers, not in the arena (ir/outside.py)
 
 
 @dataclass

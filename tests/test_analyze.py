@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgemem import pipeline
-from edgemem.analyze import analyze
+from edgemem.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
@@ -160,7 +160,7 @@ def test_modeled_storage_is_the_lowered_graphs(path, fused, tmp_path):
     the storages analyze models from the flatbuffer are those of the lowered graph after the fixed passes
     (sizes, graph outputs, workspaces, in-place aliases) and so are the operators; the other
     architectures, arena against arena: benchmarks/analyze.md."""
-    from edgemem.analyze import modeled_memory
+    from edgemem.analysis import modeled_memory
     from edgemem.frontend.fold import fold_model
     from edgemem.frontend.tflite_import import import_tflite, read_tflite
     from edgemem.ir.graph import read_graph

@@ -42,17 +42,17 @@ SPLIT = ("pipeline", "device_run", "build_info", "budget", "symbolic", "project_
          "plan.graph_plan", "target.device_protocol", "target.qemu")  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["profiling.py", "validate.py", "cli.py", "analyze.py", "report/render.py",
+@pytest.mark.parametrize("name", ["profiling.py", "validation.py", "cli.py", "analysis.py", "report/render.py",
                                   "device_run.py", "symbolic.py"])  # fmt: skip
 def test_modules_import_no_private_names_of_the_pipeline_stages(name):
     """The readers of a build use public names of the pipeline's stage modules only (issue 18: they imported
-    pipeline._compare, _reference_outputs, _ram_budget, _file_order_plan); profiling.py and validate.py import
+    pipeline._compare, _reference_outputs, _ram_budget, _file_order_plan); profiling.py and validation.py import
     no private name of edgemem at all."""
     private = []
     for node in ast.walk(_module(name)):
         if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith("edgemem")):
             module = (node.module or "").removeprefix("edgemem.")
-            if module in SPLIT or name in ("profiling.py", "validate.py"):
+            if module in SPLIT or name in ("profiling.py", "validation.py"):
                 private += [f"{module}.{a.name}" for a in node.names if a.name.startswith("_")]
             if module == "pipeline":
                 assert {a.name for a in node.names} <= {"BuildOptions", "build", "Stages"}, name

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from edgemem import pipeline
-from edgemem.analyze import analyze
+from edgemem.analysis import analyze
 from edgemem.errors import DoesNotFitError
 from edgemem.plan import graph_plan
 

@@ -21,7 +21,7 @@ from edgemem.cli import app
 from edgemem.errors import ToolchainError
 from edgemem.reference import seeded_inputs, tflm_outputs
 from edgemem.target.toolchain import build_firmware
-from edgemem.validate import MismatchError, summarize, validate
+from edgemem.validation import MismatchError, summarize, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT.parent / "shared" / "models"

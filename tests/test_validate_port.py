@@ -21,7 +21,7 @@ from edgemem.board import load_board
 from edgemem.errors import DeviceError
 from edgemem.target.qemu import QemuSerial
 from edgemem.target.serial_link import read_report, run_request
-from edgemem.validate import validate
+from edgemem.validation import validate
 
 pytest.importorskip("tflite_micro")
 ROOT = Path(__file__).resolve().parents[1]

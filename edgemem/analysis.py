@@ -147,7 +147,7 @@ def _largest_fitting(path: Path, board, budget: int) -> dict:
 
 def analyze(model_path: str | Path, board_name: str, ram: int | None = None, flash: int | None = None,
             options=None) -> Analysis:
-    """``options``: the build's (pipeline.BuildOptions: passes, opt_seconds, schedule_seconds, pool_per_region,
+    """``options``: the build's (options.BuildOptions: passes, opt_seconds, schedule_seconds, pool_per_region,
     stack); ``ram``/``flash`` override the board's figures as `build --ram/--flash` do."""
     from .frontend.fold import fold_model
     from .frontend.ops.registry import operand_type
@@ -155,7 +155,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     from .memory import from_tflite
     from .passes.catalogue import catalogue, floor_capabilities
     from .budget import board_with_budget, file_order_plan, ram_budget, with_stack
-    from .pipeline import BuildOptions
+    from .options import BuildOptions
 
     options = options or BuildOptions()
     path = Path(model_path)
