@@ -163,6 +163,19 @@ def test_uint8_models_under_qemu(name, tmp_path):
     assert info["inputs"][0]["dtype"] == "uint8"
 
 
+@pytest.mark.parametrize("name", ["camera", "movement"])
+def test_analyze_plans_uint8_models_as_the_build(name, tmp_path):
+    """`edgemem analyze` (the flatbuffer alone) finds the arena the build plans: the uint8 views (RESHAPE, SQUEEZE)
+    and copies are the storages the lowered graph has."""
+    from edgemem.analysis import analyze
+
+    path = tmp_path / f"{name}.tflite"
+    path.write_bytes(CHAINS[name]())
+    a = analyze(path, "stm32f746", options=pipeline.BuildOptions(opt_seconds=0))
+    info = pipeline.build(path, "stm32f746", tmp_path / "p", pipeline.BuildOptions(compile=False, opt_seconds=0)).info
+    assert not a.unsupported and (a.arena_bytes, a.lower_bound_bytes) == (info["arena_bytes"], info["lower_bound_bytes"])
+
+
 def _cli_build(model: bytes, tmp_path: Path) -> subprocess.CompletedProcess:
     path = tmp_path / "m.tflite"
     path.write_bytes(model)
