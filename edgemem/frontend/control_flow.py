@@ -101,6 +101,7 @@ class _NewTensor:
     tensor: int
     name: str
     buffer: int = 0  # original buffer index, or len(original buffers) + k for the k-th new buffer
+    type: int | None = None  # a TensorType other than the original's (int4 weights unpacked to int8, int4.py)
 
 
 @dataclass
@@ -535,7 +536,8 @@ class _Flattener:
 # ------------------------------------------------------------ serialization
 
 
-def _serialize(model, buf: bytes, graph: _Graph, inputs: list[int], outputs: list[int]) -> bytes:
+def _serialize(model, buf: bytes, graph: _Graph, inputs: list[int], outputs: list[int],
+               description: str = "edgemem: control flow unrolled") -> bytes:
     import flatbuffers
     import tflite
 
@@ -585,7 +587,7 @@ def _serialize(model, buf: bytes, graph: _Graph, inputs: list[int], outputs: lis
     tflite.SubGraphAddName(b, name)
     subgraph = tflite.SubGraphEnd(b)
     sg_vec, code_vec, buf_vec = offset_vector([subgraph]), offset_vector(codes), offset_vector(buffers)
-    description = b.CreateString("edgemem: control flow unrolled")
+    description = b.CreateString(description)
     tflite.ModelStart(b)
     tflite.ModelAddVersion(b, model.Version())
     tflite.ModelAddOperatorCodes(b, code_vec)
@@ -606,7 +608,7 @@ def _tensor(b, model, new: _NewTensor, ref, int_vector) -> int:
     quant = t.Quantization()
     tflite.TensorStart(b)
     tflite.TensorAddShape(b, shape)
-    tflite.TensorAddType(b, t.Type())
+    tflite.TensorAddType(b, t.Type() if new.type is None else new.type)
     tflite.TensorAddBuffer(b, new.buffer)
     tflite.TensorAddName(b, name)
     if quant is not None:

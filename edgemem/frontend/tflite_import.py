@@ -19,6 +19,7 @@ from ..passes.rewrite import abandon
 from .fold import FOLDERS, fold_model
 from .control_flow import has_variables
 from .footprint import indices
+from .int4 import has_int4, unpacked_model
 from .support import check_operators
 from .unique_names import with_unique_names
 from .validate_model import validate_model
@@ -142,15 +143,24 @@ def _parsed(buf: bytes, path: str):
             flat, variables = _flattened(model, buf, path)  # unrolled into one subgraph when static
             named = _parsed(flat, path)
             named.variables = tuple(variables)
-            start = flat.rfind(buf)  # the flattened model holds the file whole (control_flow._serialize)
-            named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
-            return named
+            return _with_source(named, buf)
         validate_model(model, path)  # reads options tables too, which a corrupt file can point anywhere
+        if has_int4(model):  # int4 weights unpacked to int8 (int4.py), then read as any int8 model
+            flat = unpacked_model(model, buf, path)
+            return _with_source(_parsed(flat, path), buf)
         return with_unique_names(buf, model)
     except EdgememError:
         raise
     except Exception as exc:  # the flatbuffer reader raises anything on corrupt offsets
         raise ModelFileError(f"'{path}' could not be read as a TFLite flatbuffer ({type(exc).__name__}: {exc}); the file is corrupted or truncated. Re-export the model.") from exc
+
+
+def _with_source(named, buf: bytes):
+    """``named`` (a rewritten model: control flow unrolled, int4 unpacked, or both) with ``source`` where the file's
+    own bytes lie in it: control_flow._serialize keeps them whole at the end of what it writes."""
+    start = bytes(named._tab.Bytes).rfind(buf)
+    named.source = (start, start + len(buf)) if start >= 0 else (0, 0)
+    return named
 
 
 def _flattened(model, buf: bytes, path):
@@ -429,6 +439,14 @@ def _converter_class():
                 out = self.bb.emit(out)
                 type(self).island_starts.append(out)
             return out
+
+        def get_input_tensors(self, op):
+            # A CONV_2D's bias left out (-1), which TFLM runs without: TVM's convolution importer reads the
+            # placeholder as a tensor, so it is dropped (TFLM's DEPTHWISE_CONV_2D needs its bias: not dropped there).
+            tensors = super().get_input_tensors(op)
+            if len(tensors) == 3 and tensors[2].tensor_idx < 0 and _op_name(self.model, op) == "CONV_2D":
+                return tensors[:2]
+            return tensors
 
         def convert_fully_connected(self, op):
             # TFLite flattens every input dimension but the last into the batch.

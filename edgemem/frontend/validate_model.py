@@ -23,6 +23,7 @@ from .footprint import indices
 
 _RERUN = "re-export the model with the TFLite converter."
 _ZERO_POINT_RANGE = {9: (-128, 127), 3: (0, 255), 7: (-32768, 32767), 2: (-(1 << 31), (1 << 31) - 1), 17: (-8, 7)}
+_INT4 = 17
 _ITEMSIZE = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1, 10: 8, 11: 8, 12: 8, 15: 4, 16: 2}
 
 
@@ -94,10 +95,12 @@ def _check_tensor(m: _Model, i: int, used: bool) -> None:
     itemsize = _ITEMSIZE.get(t.Type())
     size = m.sizes[i]
     shape = m.shape(i)
-    if size and itemsize and all(d >= 0 for d in shape):
-        want = int(np.prod(shape, dtype=object)) * itemsize
+    if size and (itemsize or t.Type() == _INT4) and all(d >= 0 for d in shape):
+        count = int(np.prod(shape, dtype=object))
+        want = (count + 1) // 2 if t.Type() == _INT4 else count * itemsize  # INT4: two values a byte
         if size != want:
-            raise m.malformed(f"{m.tensor(i)} of shape {list(shape)} needs {want:,} bytes of data, but its buffer #{t.Buffer()} "
+            packed = " (INT4: two 4-bit values a byte)" if t.Type() == _INT4 else ""
+            raise m.malformed(f"{m.tensor(i)} of shape {list(shape)}{packed} needs {want:,} bytes of data, but its buffer #{t.Buffer()} "
                               f"holds {size:,}")  # fmt: skip
 
 
