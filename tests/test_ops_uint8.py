@@ -137,13 +137,15 @@ CHAINS = {
     "movement": lambda: um.movement_model(),
     "movement-wide": lambda: um.movement_model(width=5, channels=3, rows=4, seed=1),
     "movement-3": lambda: um.movement_model(width=9, channels=2, rows=2, seed=3),
+    "constant-dequantize": lambda: um.constant_dequantize_model(seed=4),
 }
 
 
 @pytest.mark.parametrize("name", list(CHAINS))
 def test_uint8_models_on_the_host(name, tmp_path):
     """uint8 operators between the int8 network's edges: mirror, QUANTIZE, CONV_2D, QUANTIZE to uint8, a Flatten
-    computed from SHAPE, DEQUANTIZE to float32; and chains of uint8 data movement only."""
+    computed from SHAPE, DEQUANTIZE to float32; chains of uint8 data movement only; a uint8 constant dequantized for a
+    float ADD."""
     assert check_model(CHAINS[name](), tmp_path).oracle == "tflm"
 
 

@@ -417,3 +417,17 @@ def requantize_model(shape, in_dtype, in_q, out_dtype, out_q) -> bytes:
     y = mb.tensor("y", shape, out_dtype, mm.qparams([out_q[0]], [out_q[1]]))
     mb.op(mm.OP.QUANTIZE, [x], [y], version=2)
     return mb.serialize([x], [y])
+
+
+def constant_dequantize_model(seed: int = 0) -> bytes:
+    """float x[2,8] + DEQUANTIZE(uint8 constant [1,8]) -> y (float32): uint8-stored weights dequantized for a float
+    operator."""
+    rng = np.random.default_rng(seed)
+    mb = mm.ModelBuilder(description="edgemem uint8 constant dequantize")
+    x = mb.tensor("x", (2, 8), np.float32)
+    w = mb.const("w", rng.integers(0, 256, (1, 8)).astype(np.uint8), _quant_u8(rng))
+    wf = mb.tensor("wf", (1, 8), np.float32)
+    mb.op(mm.OP.DEQUANTIZE, [w], [wf])
+    y = mb.tensor("y", (2, 8), np.float32)
+    mb.op(mm.OP.ADD, [x, wf], [y], *mm.add_options())
+    return mb.serialize([x], [y])
