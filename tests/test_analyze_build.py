@@ -40,7 +40,7 @@ def _verdict(a) -> str:
     ("denoiser_lstm-int8", None),  # outside: its input is read by in-place element-wise kernels (480 B vs 320 B)
     ("conv1d_dilated_floatio-int8", None),
     ("kws_dscnn-int8", None),
-    ("lstm_unrolled_floatio-int8", None),
+    ("unet-int8", None),
     ("mobilenet_v1-int8", 64 * 1024),  # the fixed sequence's 55,296 B does not fit: the orchestrator goes further
 ])  # fmt: skip
 def test_analyze_gives_the_builds_verdict_and_arena(name, ram, outside):
@@ -125,11 +125,17 @@ EXPERT = ("fold_pad", "patches", "inplace_depthwise", "inplace_residual", "inpla
 def test_the_floor_never_exceeds_an_arena_a_build_reaches(outside, tmp_path):
     """On random small CNNs: analyze's RAM floor (what the early check refuses on, every pass the orchestrator may
     run, patches and rolling rows included, the input outside when asked) is at most the arena of the default
-    build and of the expert's patch sequence, with the same input placement. (analyze's arena is not always the
-    default build's here: the orchestrator takes the candidate of fewest predicted instructions, on seed 2 no
-    pass at all, 4,608 B, where analyze models the fixed sequence, 4,032 B.)"""
-    checked = 0
-    for seed in range(6):
+    build and of the expert's patch sequence, with the same input placement. Control: the floor without the patch
+    stage's capability (before issue 33) is above the patch build on some of them (seed 1 in the arena: 4,608 B
+    against 2,300 B), so the check can fail. (analyze's arena is not always the default build's here: the
+    orchestrator takes the candidate of fewest predicted instructions, which analyze does not model.)"""
+    from edgemem.frontend.footprint import operator_floor_bytes
+    from edgemem.frontend.tflite_import import read_tflite
+    from edgemem.memory.floor import Patch
+    from edgemem.passes.catalogue import catalogue, floor_capabilities
+
+    above_without_patches = 0
+    for seed in (0, 1, 4):
         path = tmp_path / f"cnn{seed}.tflite"
         path.write_bytes(_random_cnn(seed))
         options = BuildOptions(input_outside=outside, compile=False)
@@ -139,5 +145,8 @@ def test_the_floor_never_exceeds_an_arena_a_build_reaches(outside, tmp_path):
         expert = pipeline.plan_only(path, "stm32f746", BuildOptions(input_outside=outside, compile=False,
                                                                     passes=EXPERT)).info.arena_bytes  # fmt: skip
         assert a.ram_floor_bytes <= min(arena, expert), (seed, a.ram_floor_bytes, arena, expert, a.ram_floor_assumes)
-        checked += 1
-    assert checked == 6
+        model = read_tflite(path)
+        caps = floor_capabilities([p.name for p in catalogue()], model, outside)
+        without = operator_floor_bytes(model, capabilities=tuple(c for c in caps if not isinstance(c, Patch)))[0]
+        above_without_patches += without > expert
+    assert above_without_patches >= 1
