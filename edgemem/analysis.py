@@ -194,7 +194,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
 
     outside = bool(getattr(options, "input_outside", False))
     caps = floor_capabilities(every_pass, model, outside)
-    floor, floor_op = operator_floor_bytes(model, capabilities=caps)
+    floor, floor_op = operator_floor_bytes(model, capabilities=caps, input_outside=outside)
     assumes = patch_assumption(model, caps, outside).removeprefix("; assumed: ")
     file_bytes, _ = file_order_plan(model, board.arena_align)
     budget = ram_budget(board)
