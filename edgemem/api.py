@@ -29,6 +29,8 @@ class _Report:
     """A command's JSON object as typed fields; keys not declared here (a newer edgemem's) stay in ``extra``."""
 
     extra: dict = field(default_factory=dict, repr=False)
+    model: str = ""  # the .tflite the build was made from (absolute path)
+    board: str = ""
 
     @classmethod
     def from_json(cls, d: dict):
@@ -45,8 +47,6 @@ class _Report:
 class RunResult(_Report):
     """`edgemem run --json`: the device's figures under QEMU and the comparison with the oracle."""
 
-    model: str = ""
-    board: str = ""
     arena_bytes: int = 0
     arena_pools: dict = field(default_factory=dict)
     lower_bound_bytes: int = 0
@@ -74,8 +74,6 @@ class RunResult(_Report):
 class ValidationResult(_Report):
     """`edgemem validate --json`: N seeded runs on the device, each compared with the oracle."""
 
-    model: str = ""
-    board: str = ""
     device: str = ""
     count: int = 0
     bit_exact_count: int = 0
@@ -92,8 +90,6 @@ class DataValidationResult(_Report):
     """`edgemem validate --data --json`: the user's samples on the device, against TFLite Micro (and a float
     model): accuracy and confusion matrix where the data has labels, top-1 agreement, per-sample rows."""
 
-    model: str = ""
-    board: str = ""
     data: str = ""
     reference_model: str | None = None
     device: str = ""
@@ -117,8 +113,6 @@ class DataValidationResult(_Report):
 class ProfileResult(_Report):
     """`edgemem profile --json`: RAM and time per operator step on the device, next to the plan."""
 
-    model: str = ""
-    board: str = ""
     source: str = ""
     seed: int = 0
     steps: list = field(default_factory=list)

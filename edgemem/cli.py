@@ -637,6 +637,23 @@ def report_cmd(
     out.print(f"report written to [bold]{_text(path)}[/]", highlight=False)
 
 
+@app.command("export")
+@_errors
+def export_cmd(
+    project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
+    to: str = typer.Option(..., "--to", help="The build system: cmake, zephyr, platformio, arduino or esp-idf."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Package directory (default PROJECT-SYSTEM next to PROJECT)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Package name (default: the model file's name reduced to a-z, 0-9 and _)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing package directory edgemem made."),
+) -> None:
+    """Write the build's model library as a package of an embedded build system, with an example application."""
+    from .export import export
+
+    out_dir = output or project.parent / f"{project.name}-{to}"
+    path = export(project, to, out_dir, name=name, force=force)
+    out.print(f"{_text(to)} package written to [bold]{_text(path)}[/]", highlight=False)
+
+
 def _print_profile(res: dict) -> None:
     on_qemu = "total_instructions" in res
     t = Table("step", "op", "live (plan)", "high-water (plan)", "measured", "stack",
