@@ -70,29 +70,41 @@ def one(path: Path, outside: bool) -> dict:
     return row
 
 
+def _same(r: dict) -> bool:
+    """Same verdict (fits or not) and, where the build planned one, the same arena."""
+    fits = r.get("build") == "fits"
+    if (r.get("analyze_verdict") in ("fits", "may not fit")) != fits:
+        return False
+    return r.get("build_arena") is None or r.get("analyze_arena") == r.get("build_arena")
+
+
 def table(lines: list[dict]) -> str:
-    out = ["| model | input | analyze verdict | analyze arena | build | build arena | same arena | floor | floor <= build |",
-           "|---|---|---|---:|---|---:|---|---:|---|"]  # fmt: skip
-    agree = total = unsound = 0
+    out = ["| model | input | analyze verdict | analyze arena | exact? | build | build arena | same | floor | floor <= build |",
+           "|---|---|---|---:|---|---|---:|---|---:|---|"]  # fmt: skip
+    counts = {"same": 0, "compared": 0, "differ, flagged estimate": 0, "differ, exact": 0, "unsound floor": 0}
+    fmt = lambda v: "-" if v is None else f"{v:,}" if isinstance(v, int) else str(v)  # noqa: E731
     for r in lines:
-        fits = r.get("build") == "fits"
-        a_fits = r.get("analyze_verdict") in ("fits", "may not fit")
-        same = r.get("analyze_arena") == r.get("build_arena") and a_fits == fits
         if r.get("build", "").startswith("refused") or str(r.get("analyze_verdict")).startswith("error"):
             same_text = "-"
         else:
-            total += 1
-            agree += same
+            counts["compared"] += 1
+            same = _same(r)
+            counts["same"] += same
+            if not same:
+                counts["differ, exact" if r.get("exact") else "differ, flagged estimate"] += 1
             same_text = "yes" if same else "NO"
         floor_ok = "-"
-        if fits and r.get("floor") is not None:
+        if r.get("build_arena") is not None and r.get("floor") is not None:
             floor_ok = "yes" if r["floor"] <= r["build_arena"] else "NO (unsound)"
-            unsound += r["floor"] > r["build_arena"]
-        fmt = lambda v: "-" if v is None else f"{v:,}" if isinstance(v, int) else str(v)  # noqa: E731
+            counts["unsound floor"] += r["floor"] > r["build_arena"]
         flash = " (--flash 64M)" if r.get("flash") else ""
+        exact = "yes" if r.get("exact") else "estimate (float)" if r.get("exact") is False else "-"
         out.append(f"| {r['model']}{flash} | {r['input']} | {r.get('analyze_verdict')} | {fmt(r.get('analyze_arena'))} | "
-                   f"{r.get('build')} | {fmt(r.get('build_arena'))} | {same_text} | {fmt(r.get('floor'))} | {floor_ok} |")  # fmt: skip
-    out.append(f"\nSame verdict and arena: {agree} of {total} compared; floor above a built arena: {unsound}.")
+                   f"{exact} | {r.get('build')} | {fmt(r.get('build_arena'))} | {same_text} | {fmt(r.get('floor'))} | "
+                   f"{floor_ok} |")  # fmt: skip
+    out.append(f"\nSame verdict and arena: {counts['same']} of {counts['compared']} compared; differ where analyze flags "
+               f"its figure an estimate (float operators): {counts['differ, flagged estimate']}; differ, not flagged: "
+               f"{counts['differ, exact']}; floor above an arena the build planned: {counts['unsound floor']}.")  # fmt: skip
     return "\n".join(out)
 
 
