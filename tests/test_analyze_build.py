@@ -167,3 +167,20 @@ def test_the_floor_never_exceeds_an_arena_a_build_reaches(outside, tmp_path):
         without = operator_floor_bytes(model, capabilities=tuple(c for c in caps if not isinstance(c, Patch)))[0]
         above_without_patches += without > expert
     assert above_without_patches >= 1
+
+
+def test_the_cli_takes_the_builds_input_option():
+    """`edgemem analyze --input outside` as `build --input outside` (denoiser_lstm-int8: 320 B, the build's, and
+    480 B with the input in the arena); a place that is neither is a usage error (exit 2)."""
+    import json
+    import subprocess
+
+    path = ARCH / "denoiser_lstm-int8.tflite"
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "edgemem.cli", "analyze", str(path), "--json", *args],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+
+    outside, inside, bogus = cli("--input", "outside"), cli(), cli("--input", "flash")
+    assert json.loads(outside.stdout)["arena_bytes"] == 320 and json.loads(inside.stdout)["arena_bytes"] == 480
+    assert bogus.returncode == 2 and "'arena'" in bogus.stdout + bogus.stderr
