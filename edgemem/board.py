@@ -53,7 +53,12 @@ class Core:
     fpu: str = "none"
     float_abi: str = "soft"
     dsp: bool = False
-    mpu: bool = True  # a PMSAv7 MPU (Cortex-M0 has none: no guard, nothing to program)
+    mpu: bool = True  # an MPU (Cortex-M0 has none: no guard, nothing to program)
+
+    @property
+    def armv8m(self) -> bool:
+        """Armv8-M Mainline (Cortex-M33): a PMSAv8 MPU (base/limit regions) and a stack-limit register."""
+        return self.cpu in ARMV8M_CPUS
 
     @property
     def has_fpu(self) -> bool:
@@ -61,7 +66,9 @@ class Core:
 
     @property
     def gcc_flags(self) -> list[str]:
-        flags = [f"-mcpu={self.cpu}", "-mthumb"]
+        # gcc's cortex-m33 has the DSP extension unless told otherwise; M4/M7 always have it
+        cpu = f"{self.cpu}+nodsp" if self.armv8m and not self.dsp else self.cpu
+        flags = [f"-mcpu={cpu}", "-mthumb"]
         if self.has_fpu:
             flags += [f"-mfpu={self.fpu}", f"-mfloat-abi={self.float_abi}"]
         else:
@@ -198,13 +205,15 @@ class Board:
 # what relates several keys; `_to_board` turns the result into the dataclasses above.
 
 U32 = 1 << 32
-CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7")  # ARMv6-M/v7-M: what the firmware runs on
-FPUS = {"none": CPUS, "fpv4-sp-d16": ("cortex-m4",), "fpv5-sp-d16": ("cortex-m7",), "fpv5-d16": ("cortex-m7",)}
-DSP_CPUS = ("cortex-m4", "cortex-m7")
-DWT_CPUS = ("cortex-m3", "cortex-m4", "cortex-m7")  # cores with a DWT cycle counter
+# ARMv6-M/v7-M and Armv8-M Mainline: what the firmware runs on
+CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")
+ARMV8M_CPUS = ("cortex-m33",)
+FPUS = {"none": CPUS, "fpv4-sp-d16": ("cortex-m4",), "fpv5-sp-d16": ("cortex-m7", "cortex-m33"), "fpv5-d16": ("cortex-m7",)}
+DSP_CPUS = ("cortex-m4", "cortex-m7", "cortex-m33")
+DWT_CPUS = ("cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")  # cores with a DWT cycle counter
 # QEMU 7.2+'s Cortex-M cores and the machines built on them (`qemu-system-arm -cpu help`, `-M help`)
-QEMU_CPUS = ("cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7")
-QEMU_MACHINES = ("microbit", "mps2-an385", "mps2-an386", "mps2-an500", "mps2-an511", "netduino2", "netduinoplus2",
+QEMU_CPUS = ("cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")
+QEMU_MACHINES = ("microbit", "mps2-an385", "mps2-an386", "mps2-an500", "mps2-an505", "mps2-an511", "netduino2", "netduinoplus2",
                  "olimex-stm32-h405", "stm32vldiscovery", "lm3s6965evb", "lm3s811evb", "b-l475e-iot01a")  # fmt: skip
 MAX_ICOUNT_SHIFT = 10  # QEMU refuses -icount shift above this
 NUM_IRQS = 96  # external interrupts in the firmware's vector table (firmware/startup.c)
@@ -542,7 +551,7 @@ def _check_flasher(f: FlasherTable, flash: FlashTable) -> None:
 
 def _check_device(d: DeviceTable, core: CoreTable) -> None:
     if d.ticks == "dwt" and core.cpu not in DWT_CPUS:
-        raise BoardValueError("[device].ticks", d.ticks, f"'dwt' needs a Cortex-M3/M4/M7 cycle counter; {core.cpu} has none")
+        raise BoardValueError("[device].ticks", d.ticks, f"'dwt' needs a Cortex-M3/M4/M7/M33 cycle counter; {core.cpu} has none")
     stm32 = d.uart.startswith("stm32")
     if stm32 != (d.uart_brr is not None):
         raise BoardValueError("[device].uart_brr", d.uart_brr, "is required for an STM32 USART (kernel clock after reset / baud)"
