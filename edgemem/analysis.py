@@ -220,8 +220,13 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         verdict = "does not fit"
         plan["note"] += (f"; tensor '{big_name}' alone is {big_bytes:,} B, more than the {budget:,} B of RAM for the "
                          "arena: no modeled pass removes it, so no build fits")  # fmt: skip
-    if verdict == "may fit" and options.passes is None and options.opt_seconds > 0 and not missing:
-        plan, verdict = _planned_by_build(path, board_name, ram, flash, options, plan, budget)
+    searched = verdict == "may fit" and options.passes is None and options.opt_seconds > 0
+    named = options.passes is not None and plan["unmodeled"] and verdict != "does not fit"  # --passes patches, ...
+    if (searched or named) and not missing:
+        why = (f"--passes names {', '.join(plan['unmodeled'])}, which only the lowered kernels tell" if named else
+               f"the modeled passes' plan ({plan['arena_bytes']:,} B) does not fit" if plan["arena_bytes"] else
+               "the modeled passes' plan does not fit")  # fmt: skip
+        plan, verdict = _planned_by_build(path, board_name, ram, flash, options, plan, budget, why)
         if verdict == "fits" and (flash_high > board.flash_bytes or plan["arena_bytes"] + STATIC_RAM_ESTIMATE > budget):
             verdict = "may not fit"
     return Analysis(
@@ -237,12 +242,13 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     )  # fmt: skip
 
 
-def _planned_by_build(path: Path, board_name: str, ram, flash, options, modeled: dict, budget: int) -> tuple[dict, str]:
-    """(plan, verdict) when the modeled passes leave more than the budget but the floor does not: the orchestrator
-    then tries the work-adding passes (patches, rolling rows, rematerialization: passes/optimize.py
-    ``work_adding``), which work on the lowered kernels, so the build's own stages up to the plan answer
-    (pipeline.plan_only: seconds to a minute, not the second of the storage model) -- the same arena and verdict
-    as `build`, not a guess (issue 33)."""
+def _planned_by_build(path: Path, board_name: str, ram, flash, options, modeled: dict, budget: int,
+                      why: str) -> tuple[dict, str]:  # fmt: skip
+    """(plan, verdict) when the modeled passes leave more than the budget but the floor does not (the orchestrator
+    then tries the work-adding passes: patches, rolling rows, rematerialization, passes/optimize.py
+    ``work_adding``), or --passes names a pass the storage model does not reproduce: those work on the lowered
+    kernels, so the build's own stages up to the plan answer (pipeline.plan_only: seconds to a minute, not the
+    second of the storage model) -- the same arena and verdict as `build`, not a guess (issue 33)."""
     import dataclasses
     import time
 
@@ -250,21 +256,21 @@ def _planned_by_build(path: Path, board_name: str, ram, flash, options, modeled:
     from .pipeline import plan_only
 
     t0 = time.perf_counter()
-    was = f"the modeled passes' plan ({modeled['arena_bytes']:,} B)" if modeled["arena_bytes"] else "no modeled plan"
     try:
         result = plan_only(path, board_name, dataclasses.replace(options, ram=ram, flash=flash))
     except DoesNotFitError as exc:
         arena = getattr(exc, "arena_bytes", None)
-        note = (f"{was} does not fit, so the build's own stages planned it (lowering, the orchestrator with its "
-                f"work-adding fallbacks), in {time.perf_counter() - t0:.0f} s: refused"
+        note = (f"{why}, so the build's own stages planned it (lowering and the memory passes), in "
+                f"{time.perf_counter() - t0:.0f} s: refused"
                 + (f", best plan {arena:,} B" if arena else ""))  # fmt: skip
         return {**modeled, "arena_bytes": arena if arena else modeled["arena_bytes"], "note": note}, "does not fit"
     except EdgememError as exc:  # a refusal the storage model does not foresee: keep its "may fit", say why
         return {**modeled, "note": modeled["note"] + f"; the build's own plan failed: {' '.join(str(exc).split())[:300]}"}, "may fit"
     info = result.info
-    sequence = list(((info.pareto or {}).get("taken") or {}).get("sequence", []))  # the passes the objective took
-    note = (f"{was} does not fit, so the build's own stages planned it (lowering, the orchestrator with its "
-            f"work-adding fallbacks), in {time.perf_counter() - t0:.0f} s: passes {', '.join(sequence) or 'none'}")
+    taken = ((info.pareto or {}).get("taken") or {}).get("sequence")  # the passes the objective took
+    sequence = list(options.passes) if taken is None and options.passes is not None else list(taken or [])
+    note = (f"{why}, so the build's own stages planned it (lowering and the memory passes), in "
+            f"{time.perf_counter() - t0:.0f} s: passes {', '.join(sequence) or 'none'}")
     plan = {**modeled, "arena_bytes": info.arena_bytes, "arena_pools": dict(info.arena_pools),
             "lower_bound_bytes": info.lower_bound_bytes, "scheduler": info.scheduler, "planner": info.planner,
             "passes": sequence, "note": note}  # fmt: skip

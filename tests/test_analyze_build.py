@@ -72,6 +72,18 @@ def test_with_the_input_outside_the_floor_counts_no_input():
     assert inside.ram_floor_bytes > arena  # in the arena the input does count: the figure above is not by chance
 
 
+def test_vww_with_the_experts_patch_passes_and_the_input_outside():
+    """Issue 33's example: analyze said "RAM floor 36,864 B" of VWW, whose patch build with the input outside is
+    14,400 B (benchmarks/patches.md: bit-exact under QEMU, high-water = plan). With the same --passes analyze now
+    gives that arena (the build's stages plan what the storage model cannot: the patch split), and a floor below."""
+    path = ROOT.parent / "shared" / "models" / "mlperf_vww_96_int8.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared/models)")
+    a = analyze(path, "stm32f746", options=BuildOptions(input_outside=True, passes=EXPERT))
+    assert (a.verdict, a.arena_bytes) == ("fits", 14_400), a.plan_note
+    assert a.ram_floor_bytes <= 14_400 and "holding nothing" in a.ram_floor_assumes
+
+
 # -- property: the floor never exceeds an arena a build reaches -------------------------------------------
 
 _Q = {"scale": [0.05], "zero_point": [0]}
