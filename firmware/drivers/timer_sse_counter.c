@@ -33,6 +33,11 @@ static uint64_t em_timer_raw(void)
 
 void em_timer_start(void)
 {
+    CNT_CR = 0u;
+#ifdef EM_TIMER_PRELOAD_TICKS /* tests: the low half wraps that many ticks after the start */
+    CNT_CV_HI = 0u;
+    CNT_CV_LO = 0u - (uint32_t)(EM_TIMER_PRELOAD_TICKS);
+#endif
     CNT_CR = 1u; /* EN; scaling (SCEN) off: one count per clock */
     em_timer_origin = em_timer_raw();
 }
