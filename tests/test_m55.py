@@ -22,14 +22,16 @@ import pytest
 from edgemem import device_run, pipeline
 from edgemem.board import load_board, validate_board
 from edgemem.errors import DeviceError, EdgememError
-from edgemem.reference import seeded_inputs, tflm_outputs
+from edgemem.reference import reference_outputs, seeded_inputs, tflm_outputs
 from edgemem.target.qemu import QemuSerial, run_firmware
 from edgemem.target.toolchain import build_firmware, render_firmware_files
 from edgemem.validation import validate
 
+from op_check import assert_outputs_match, dequantized_steps
 from shared_models import model_path
 
 ROOT = Path(__file__).resolve().parents[1]
+ARCH = ROOT / "tests" / "models" / "arch"
 EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
 FAKE_MODEL = ROOT / "tests" / "fake_model"
 BOARD = "mps3-an547"
@@ -93,6 +95,19 @@ def test_anchor_models_run_bit_exact(name, tmp_path):
     for got, want in zip(res["output_arrays"], tflm_outputs(path, x), strict=True):
         np.testing.assert_array_equal(got, want)
     assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+
+
+# converter-made: 16x8, int8 with float edges and float32 (the double-precision FPU, hard-float ABI)
+@pytest.mark.parametrize("name", ["kws_dscnn-int16", "conv1d_dilated_floatio-int8", "conv_autoencoder-float32"])
+def test_converter_made_models_run_like_the_reference(name, tmp_path):
+    path = ARCH / f"{name}.tflite"
+    opts = pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5)
+    result = pipeline.build(path, BOARD, tmp_path / "p", opts)
+    inputs = seeded_inputs(path, 0)
+    res = device_run.run(tmp_path / "p", inputs, timeout_s=600)
+    want, oracle = reference_outputs(path, inputs)
+    assert_outputs_match(res["output_arrays"], want, oracle, name, dequantized_steps(path))
+    assert res["arena_high_water_bytes"] <= result.info["arena_bytes"]
 
 
 @pytest.fixture(scope="module")
