@@ -29,6 +29,8 @@ class _Report:
     """A command's JSON object as typed fields; keys not declared here (a newer edgemem's) stay in ``extra``."""
 
     extra: dict = field(default_factory=dict, repr=False)
+    model: str = ""  # the .tflite the build was made from (absolute path)
+    board: str = ""
 
     @classmethod
     def from_json(cls, d: dict):
@@ -45,8 +47,6 @@ class _Report:
 class RunResult(_Report):
     """`edgemem run --json`: the device's figures under QEMU and the comparison with the oracle."""
 
-    model: str = ""
-    board: str = ""
     arena_bytes: int = 0
     arena_pools: dict = field(default_factory=dict)
     lower_bound_bytes: int = 0
@@ -74,8 +74,6 @@ class RunResult(_Report):
 class ValidationResult(_Report):
     """`edgemem validate --json`: N seeded runs on the device, each compared with the oracle."""
 
-    model: str = ""
-    board: str = ""
     device: str = ""
     count: int = 0
     bit_exact_count: int = 0
@@ -88,11 +86,33 @@ class ValidationResult(_Report):
 
 
 @dataclass
+class DataValidationResult(_Report):
+    """`edgemem validate --data --json`: the user's samples on the device, against TFLite Micro (and a float
+    model): accuracy and confusion matrix where the data has labels, top-1 agreement, per-sample rows."""
+
+    data: str = ""
+    reference_model: str | None = None
+    device: str = ""
+    count: int = 0
+    oracle: str = "tflm"
+    bit_exact_count: int = 0
+    matching_count: int = 0
+    max_abs_diff: float = 0
+    all_match: bool = False
+    top1_agreement: float = 0.0
+    accuracy: float | None = None  # None without labels
+    confusion_matrix: list | None = None  # rows: the label, columns: the device's top-1
+    classes: list | None = None
+    float_top1_agreement: float | None = None  # with a reference float model
+    float_max_abs_diff: float | None = None
+    float_accuracy: float | None = None
+    samples: list = field(default_factory=list)
+
+
+@dataclass
 class ProfileResult(_Report):
     """`edgemem profile --json`: RAM and time per operator step on the device, next to the plan."""
 
-    model: str = ""
-    board: str = ""
     source: str = ""
     seed: int = 0
     steps: list = field(default_factory=list)
@@ -166,13 +186,14 @@ def build(model: str | Path, board: str = "stm32f746", output: str | Path | None
 def analyze(model: str | Path, board: str = "stm32f746", *, ram: int | str | None = None,
             flash: int | str | None = None, stack: int | str | None = None, pool_per_region: bool = False,
             passes: list[str] | tuple[str, ...] | None = None, opt_time: float | None = None,
-            schedule_time: float = DEFAULT_SCHEDULE_SECONDS):  # fmt: skip
+            schedule_time: float = DEFAULT_SCHEDULE_SECONDS, input_outside: bool = False):  # fmt: skip
     """`edgemem analyze`: what the model needs and whether it fits, from the file alone (an
     ``edgemem.analysis.Analysis``: ``verdict``, ``arena_bytes``, ``ram_floor_bytes``, ``operators``, ...)."""
     from .analysis import analyze as run_analysis
 
     options = user_options(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
-                           passes=None if passes is None else tuple(passes), stack=_stack(stack))  # fmt: skip
+                           passes=None if passes is None else tuple(passes), stack=_stack(stack),
+                           input_where="outside" if input_outside else "arena")  # fmt: skip
     return run_analysis(model, board, _size(ram), _size(flash), options)
 
 
@@ -185,10 +206,17 @@ def run(project: str | Path, inputs: list | None = None, *, seed: int = 0, timeo
 
 
 def validate(project: str | Path, count: int = 10, *, seed: int = 0, port: str | None = None,
-             bit_exact: bool = False, timeout: float = 120.0) -> ValidationResult:  # fmt: skip
+             bit_exact: bool = False, timeout: float = 120.0, data: str | Path | None = None,
+             reference: str | Path | None = None) -> ValidationResult | DataValidationResult:  # fmt: skip
     """`edgemem validate`: ``count`` seeded inputs on QEMU (or the board at ``port``), each compared with
-    TFLite Micro; ``.all_match`` is the verdict."""
-    from .validation import validate as run_validation
+    TFLite Micro; ``.all_match`` is the verdict. With ``data`` (a .npz or a folder of .npy samples, see
+    edgemem/dataset.py) the user's samples instead, with accuracy and a confusion matrix where they have labels
+    (a ``DataValidationResult``), and with ``reference`` (a float .tflite) the float model's top-1 beside them."""
+    from .validation import validate as run_validation, validate_data
+
+    if data is not None:
+        return DataValidationResult.from_json(validate_data(project, data, port=port, reference=reference,
+                                                            timeout_s=timeout))  # fmt: skip
 
     return ValidationResult.from_json(run_validation(project, count, first_seed=seed, port=port,
                                                      require_bit_exact=bit_exact, timeout_s=timeout))  # fmt: skip

@@ -104,14 +104,15 @@ def check_floor(model_path: Path, board: Board, passes: tuple[str, ...], input_o
             "--ram to plan for a larger budget."
         )
         # report.html of the refusal (report/refusal.py), written by the build into its output directory
-        err.refusal = lambda: _refusal_facts(model_path, board, passes, floor, op_index, budget, str(err))
+        err.floor_bytes, err.budget_bytes = floor, budget  # the ways out compare their floors with this
+        err.refusal = lambda: _refusal_facts(model_path, board, passes, floor, op_index, budget, input_outside)
         raise err
 
 
-def _refusal_facts(model_path, board, passes, floor, op_index, budget, message) -> dict:
+def _refusal_facts(model_path, board, passes, floor, op_index, budget, input_outside) -> dict:
     from .report.refusal import floor_refusal
 
-    return floor_refusal(model_path, board, passes, floor, op_index, budget, message)
+    return floor_refusal(model_path, board, passes, floor, op_index, budget, input_outside)
 
 
 def patch_assumption(model, capabilities, input_outside: bool = False) -> str:

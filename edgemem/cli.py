@@ -77,9 +77,12 @@ def _fail(exc: BaseException, as_json: bool = False) -> None:
 
 
 def _refuse(exc: EdgememError, as_json: bool = False) -> None:
-    """Exit with ``exc``'s code after its paragraph on stderr (and, with --json, its JSON error on stdout)."""
+    """Exit with ``exc``'s code after its paragraph on stderr (and, with --json, its JSON error on stdout: a
+    refused build's ``ways_out`` beside the message, ways_out.py)."""
     if as_json:
-        _json_error(exc.exit_code, str(exc))
+        ways = getattr(exc, "ways_out", None)
+        extra = {"arena_bytes": getattr(exc, "arena_bytes", None), "ways_out": ways} if ways else {}
+        _json({"error": {**_error_fields(exc.exit_code, str(exc)), **extra}})
     _say(exc)
     raise typer.Exit(exc.exit_code)
 
@@ -373,6 +376,8 @@ def build(
     opt_time: Optional[float] = typer.Option(None, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="Seconds the memory-pass orchestrator may take (0: the fixed pass sequence) [default: 5]."),
     minimize: bool = typer.Option(False, "--minimize", help="The orchestrator searches for the least arena within --opt-time instead of stopping once the model fits the RAM budget with 10% to spare (e.g. to take inplace_overlap)."),
     max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", parser=_percent, metavar="PCT", help="Take the least arena among the memory-pass sequences predicted at most PCT% slower than the fastest one found (default: the fastest that fits the RAM budget; --minimize: any slowdown)."),
+    patch_macs: Optional[float] = typer.Option(None, "--patch-macs", parser=_percent, metavar="PCT", help="When nothing else fits, also try the patch split with up to PCT% more MACs (beyond its own limits, up to 20%); a refusal lists it as a way out with its arena."),
+    ways_time: float = typer.Option(60.0, "--ways-time", parser=_budget_seconds, metavar="SECONDS", help="When the model does not fit: seconds to plan its ways out (input outside, stack auto, pools per region, patches, larger boards; 0: none)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="Run exactly these memory passes, comma-separated, in order, instead of the orchestrator ('' for none; names in the report)."),
     run_it: bool = typer.Option(False, "--run", help="Also run the firmware under QEMU (with --profile: profile it)."),
     profile: bool = typer.Option(False, "--profile", help="Profiling build: per-step RAM and ticks over the UART, for `edgemem profile`."),
@@ -387,7 +392,7 @@ def build(
     out_dir = output or Path("out") / f"{model.stem}-{Path(board).stem}"
     if dim:  # the symbolic-shape path stops after the plan (kernels need concrete shapes)
         _refuse_with_dim(run=run_it, profile=profile, passes=passes is not None, opt_time=opt_time is not None, minimize=minimize,
-                         max_slowdown=max_slowdown is not None,
+                         max_slowdown=max_slowdown is not None, patch_macs=patch_macs is not None,
                          pool_per_region=pool_per_region, stack=stack is not None,
                          input=input_outside(input_where))  # fmt: skip
         check_replaceable(out_dir, force, model)  # before importing TVM, which alone takes seconds
@@ -400,7 +405,7 @@ def build(
     options = user_options(ram=ram, flash=flash, force=force, pool_per_region=pool_per_region,
                            schedule_seconds=schedule_time, opt_seconds=opt_time, minimize=minimize,
                            max_slowdown=max_slowdown, passes=_pass_names(passes), profile=profile, stack=stack,
-                           input_where=input_where)  # fmt: skip
+                           input_where=input_where, patch_macs=patch_macs, ways_seconds=ways_time)  # fmt: skip
     # Refused at once, before importing TVM (seconds): pipeline.build checks again as it locks the directory.
     check_replaceable(out_dir, force, model)
     from . import pipeline
@@ -529,6 +534,7 @@ def analyze(
     opt_time: float = typer.Option(5.0, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="As `build --passes`."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="As `build --stack` (auto: judged with the board's reservation)."),
+    input_where: str = typer.Option("arena", "--input", help="As `build --input`: 'arena' (the default) or 'outside' (the caller's buffer; the arena excludes it)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
 ) -> None:
     """What the model needs and whether it fits the board, from the file alone (no toolchain, no QEMU): per
@@ -537,7 +543,7 @@ def analyze(
     if an operator is unsupported, 5 if the model cannot fit, else 0."""
     from .analysis import analyze as run_analysis
     options = BuildOptions(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
-                           passes=_pass_names(passes), stack=stack)  # fmt: skip
+                           passes=_pass_names(passes), stack=stack, input_outside=input_outside(input_where))  # fmt: skip
     a = run_analysis(model, board, ram, flash, options)
     _finish(a.to_json(), as_json, lambda: _print_analysis(a), _analysis_error(a))
 
@@ -631,6 +637,23 @@ def report_cmd(
     out.print(f"report written to [bold]{_text(path)}[/]", highlight=False)
 
 
+@app.command("export")
+@_errors
+def export_cmd(
+    project: Path = typer.Argument(..., help="A directory made by `edgemem build`."),
+    to: str = typer.Option(..., "--to", help="The build system: cmake, zephyr, platformio, arduino or esp-idf."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Package directory (default PROJECT-SYSTEM next to PROJECT)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Package name (default: the model file's name reduced to a-z, 0-9 and _)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing package directory edgemem made."),
+) -> None:
+    """Write the build's model library as a package of an embedded build system, with an example application."""
+    from .export import export
+
+    out_dir = output or project.parent / f"{project.name}-{to}"
+    path = export(project, to, out_dir, name=name, force=force)
+    out.print(f"{_text(to)} package written to [bold]{_text(path)}[/]", highlight=False)
+
+
 def _print_profile(res: dict) -> None:
     on_qemu = "total_instructions" in res
     t = Table("step", "op", "live (plan)", "high-water (plan)", "measured", "stack",
@@ -712,11 +735,19 @@ def validate(
     port: Optional[str] = typer.Option(None, "--port", help="Serial port (or pyserial URL) of a board running its board image (or any UART build): inputs go over the UART. Default: QEMU runs."),
     bit_exact: bool = typer.Option(False, "--bit-exact", help="Fail unless every output is bit-exact (no 1-LSB tolerance)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Your own samples instead of seeded ones: a .npz (x, optional y labels) or a folder of .npy files (one subfolder per class for labels); floats are quantized with the input's scale. Reports accuracy, a confusion matrix and top-1 agreement with TFLite Micro."),
+    reference: Optional[Path] = typer.Option(None, "--reference", help="With --data: the float .tflite of the same model, to compare top-1 and accuracy with."),
 ) -> None:
-    """Run N seeded inputs on the device and compare each with TFLite Micro; exit 8 if any run differs."""
+    """Run N seeded inputs (or your --data) on the device and compare each with TFLite Micro; exit 8 if any run
+    differs."""
     from .validation import MismatchError, mismatch_message, validate as run_validation
 
     _check_board(project, board)
+    if reference is not None and data is None:
+        raise EdgememError("--reference compares the float model on your own samples: give them with --data.")
+    if data is not None:
+        _validate_data(project, data, reference, port, as_json)
+        return
     with _Progress(err, "validating", count) as progress:
 
         def seed_done(run: dict) -> None:  # one line per seed, also where stderr is a log file
@@ -729,6 +760,40 @@ def validate(
         report = run_validation(project, count, first_seed=seed, port=port, require_bit_exact=bit_exact, progress=seed_done)
     failure = None if report["all_match"] else MismatchError(mismatch_message(report))
     _finish(report, as_json, lambda: _print_validation(report), failure)
+
+
+def _validate_data(project: Path, data: Path, reference: Optional[Path], port: Optional[str], as_json: bool) -> None:
+    from .validation import MismatchError, validate_data
+
+    with _Progress(err, "validating") as progress:
+        report = validate_data(project, data, port=port, reference=reference, progress=progress.reached)
+    failure = None if report["all_match"] else MismatchError(
+        f"{report['count'] - report['matching_count']} of {report['count']} samples of {report['data']} give outputs on "
+        f"{report['board']} ({report['device']}) that differ from {report['oracle']} (max |diff| {report['max_abs_diff']}): "
+        "rebuild the project from the model (`edgemem build --force`) and, if it persists, report it with the model "
+        "and the sample.")  # fmt: skip
+    _finish(report, as_json, lambda: _print_data_validation(report), failure)
+
+
+def _print_data_validation(report: dict) -> None:
+    out.print(f"{_text(Path(report['model']).name)} on {_text(report['board'])} ({_text(report['device'])}): "
+              f"{report['count']:,} samples of {_text(report['data'])}", highlight=False)  # fmt: skip
+    if report["accuracy"] is not None:
+        t = Table("label → predicted", *map(_text, report["classes"]), title="confusion matrix (device)", pad_edge=False)
+        for name, row in zip(report["classes"], report["confusion_matrix"]):
+            t.add_row(_text(name), *(str(v) for v in row))
+        out.print(t)
+        line = f"accuracy {report['accuracy']:.4f}"
+        if report.get("float_accuracy") is not None:
+            line += f" (float model {report['float_accuracy']:.4f})"
+        out.print(line, highlight=False)
+    agree = f"top-1 agreement with {report['oracle']} {report['top1_agreement']:.4f}"
+    if "float_top1_agreement" in report:
+        agree += f", with the float model {report['float_top1_agreement']:.4f} (max |diff| {report['float_max_abs_diff']:.4g})"
+    out.print(agree, highlight=False)
+    colour = "green" if report["all_match"] else "red"
+    out.print(f"[{colour}]{report['bit_exact_count']}/{report['count']} bit-exact, {report['matching_count']}/{report['count']} "
+              f"matching {report['oracle']}[/], max |diff| {report['max_abs_diff']}", highlight=False)  # fmt: skip
 
 
 class _Progress:

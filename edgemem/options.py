@@ -31,20 +31,29 @@ class BuildOptions:
     passes: tuple[str, ...] | None = None  # run exactly these catalogue passes, in order (no orchestrator)
     stack: int | str | None = None  # reserved stack: bytes, "auto" (call-graph bound + margin), None: the board's
     input_outside: bool = False  # the model inputs are the caller's buffers, not in the arena (ir/outside.py)
+    patch_limit: float | None = None  # --patch-macs: a last, higher MAC limit of the patch fallbacks (fraction)
+    plan_only: bool = False  # stop after the plan and write nothing (ways_out.py plans each way out of a refusal)
+    ways_out_seconds: float = 0.0  # a refusal plans its ways out within this (ways_out.py; the CLI's --ways-time: 60)
 
 
 def user_options(*, ram: int | None = None, flash: int | None = None, force: bool = False, pool_per_region: bool = False,
                  schedule_seconds: float = DEFAULT_SCHEDULE_SECONDS, opt_seconds: float | None = None,
                  minimize: bool = False, max_slowdown: float | None = None, passes: tuple[str, ...] | None = None,
-                 profile: bool = False, stack: int | str | None = None, input_where: str = "arena") -> BuildOptions:  # fmt: skip
-    """The options of `edgemem build` as a user gives them (sizes in bytes), checked together."""
+                 profile: bool = False, stack: int | str | None = None, input_where: str = "arena",
+                 patch_macs: float | None = None, ways_seconds: float = 0.0) -> BuildOptions:  # fmt: skip
+    """The options of `edgemem build` as a user gives them (sizes in bytes, percentages), checked together."""
     check_objective(max_slowdown, minimize=minimize, passes=passes is not None, fixed=opt_seconds == 0)
+    if patch_macs is not None and (passes is not None or opt_seconds == 0):
+        raise EdgememError(f"--patch-macs adds a patch split the orchestrator tries when nothing else fits, but "
+                           f"{'--passes' if passes is not None else '--opt-time 0'} runs one fixed sequence without "
+                           "it. Drop one of them.")  # fmt: skip
     return BuildOptions(ram=ram, flash=flash, overwrite=force, pool_per_region=pool_per_region,
                         schedule_seconds=schedule_seconds, profile=profile, passes=passes,
                         opt_seconds=DEFAULT_OPT_SECONDS if opt_seconds is None else opt_seconds, stack=stack,
                         opt_margin=1.0 if minimize else EARLY_STOP_MARGIN,
                         max_slowdown=math.inf if minimize else max_slowdown,
-                        input_outside=input_outside(input_where))  # fmt: skip
+                        input_outside=input_outside(input_where),
+                        patch_limit=None if patch_macs is None else patch_macs / 100, ways_out_seconds=ways_seconds)  # fmt: skip
 
 
 def input_outside(where: str) -> bool:

@@ -83,16 +83,32 @@ def build(model_path: str | Path, board_name: str, out_dir: str | Path, options:
         try:
             return _build(model_path, board_name, target, options, observer)
         except DoesNotFitError as e:
-            facts = getattr(e, "refusal", None)
-            if facts is None:
-                raise
-            from .report.refusal import write_refusal
-
-            target.write(lambda project: write_refusal(project, facts()))
-            raise DoesNotFitError(f"{e} The refusal's report, with the ways out: {Path(out_dir) / 'report.html'}.") from e
+            raise _refused(e, model_path, board_name, target, options, observer) from e
 
 
-def _build(model_path: str | Path, board_name: str, target: OutputDir, options: BuildOptions,
+def _refused(e: DoesNotFitError, model_path, board_name: str, target: OutputDir, options: BuildOptions,
+             observer: StageObserver | None) -> DoesNotFitError:  # fmt: skip
+    """A build refused (exit 5): its ways out planned (ways_out.py), and the output directory replaced by the
+    refusal's report.html and refusal.json alone (nothing of the half-built project: report/refusal.py)."""
+    from .report.refusal import refusal_message, write_refusal
+    from .ways_out import plan_ways_out
+
+    with Stages(observer)("ways out"):
+        ways = plan_ways_out(Path(model_path), board_name, options, e)
+    error = DoesNotFitError(refusal_message(e, ways, Path(target.out_dir)))
+    error.ways_out, error.arena_bytes = ways, getattr(e, "arena_bytes", None)
+    target.write(lambda project: write_refusal(project, e, ways, str(error), Path(model_path).name, board_name),
+                 fresh=True)  # fmt: skip
+    return error
+
+
+def plan_only(model_path: str | Path, board_name: str, options: BuildOptions) -> BuildResult:
+    """The build's stages up to the arena plan (check, import, lower, memory passes, graph, schedule, plan) with
+    ``options``, writing nothing: the plan a build with those options would take (ways_out.py)."""
+    return _build(model_path, board_name, None, dataclasses.replace(options, plan_only=True, compile=False), None)
+
+
+def _build(model_path: str | Path, board_name: str, target: OutputDir | None, options: BuildOptions,
            observer: StageObserver | None) -> BuildResult:  # fmt: skip
     from .codegen.library import write_library
     from .codegen.model_c import PoolLayout, compile_kernels, render_model, render_profile_inputs
@@ -107,7 +123,7 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
     from .target.image import qemu_image
     from .target.toolchain import render_image
 
-    out_dir = target.out_dir
+    out_dir = target.out_dir if target is not None else None
     stage = Stages(observer)
     t0 = time.perf_counter()
     with stage("check"):  # what can be refused from the file alone, before the expensive stages
@@ -136,8 +152,16 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
         check_flash(graph, board, model.path.name)
     with stage("schedule"):
         schedule, schedulers = schedule_tried(graph, board.arena_align, options.schedule_seconds)
-    with stage("plan"), _cut_hint(passes_report, options):
+    best = lambda plan, buffers: _best_plan(model, board, graph, schedule, buffers, plan, schedulers, passes_report,
+                                            budget, options)  # noqa: E731 - the refusal's report.html, if refused
+    with stage("plan"), _cut_hint(passes_report, options), _best_plan_on_refusal(best, pareto=passes_report.get("pareto")):
         buffers, plan = plan_graph(graph, schedule, board, model.path.name, options.pool_per_region, budget, schedulers)
+    if options.plan_only:
+        result = BuildResult(model.path, board, Path("."), graph, schedule, plan, None)
+        result.info = collect_build_info(model, board, graph, schedule, plan, None, schedulers, stack_estimate=0,
+                                         seconds=time.perf_counter() - t0)  # fmt: skip
+        result.info.pareto = passes_report.get("pareto")
+        return result
     with stage("kernels"):
         kernels = compile_kernels(graph)
     board_image = board.device is not None and options.compile
@@ -180,7 +204,7 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
             write_library(project, sources, board, model.path.name)
 
     def fill(project: Path) -> None:
-        with stage("firmware"):
+        with stage("firmware"), _best_plan_on_refusal(best, lambda: (plan, buffers)):
             _write_sources(project, sources, options.profile)
             image = qemu_image(board, split_regions=options.pool_per_region, profile=options.profile)
             render_image(image, project)
@@ -232,6 +256,41 @@ def _build(model_path: str | Path, board_name: str, target: OutputDir, options: 
 
     target.write(fill)
     return result
+
+
+@contextmanager
+def _best_plan_on_refusal(best: Callable, current: Callable | None = None, pareto: dict | None = None) -> Iterator[None]:
+    """A refusal at the plan or the link carries the best plan found (``best_plan``: what report.html draws) and
+    its arena (``arena_bytes``), for the refusal's report and its ways out: the plan the error holds (plan_graph's
+    refusal), else ``current()``'s (the plan being linked)."""
+    try:
+        yield
+    except DoesNotFitError as e:
+        plan, buffers = getattr(e, "plan", None), getattr(e, "buffers", None)
+        if plan is None and current is not None:
+            plan, buffers = current()
+        e.pareto = getattr(e, "pareto", None) or pareto  # the objective's figures of the passes taken
+        if plan is not None and getattr(e, "best_plan", None) is None:
+            e.arena_bytes = plan.total_bytes
+            e.best_plan = lambda: best(plan, buffers)
+        raise
+
+
+def _best_plan(model, board, graph, schedule, buffers, plan, schedulers, passes_report, budget, options) -> dict:
+    """edgemem.json's figures of a plan that was refused (report.html draws them, marked "does not fit")."""
+    from .report import memory_info, model_names
+
+    info = collect_build_info(model, board, graph, schedule, plan, None, schedulers, stack_estimate=0, seconds=0.0)
+    info.fits = False
+    info.pass_baselines = passes_report.get("baselines", {})
+    info.pareto = passes_report.get("pareto")
+    info.passes = {k: v for k, v in passes_report.items() if k not in ("baselines", "pareto")}
+    if options.input_outside:
+        from .ir import outside
+
+        info.input_outside = outside.outside_info(graph)
+    info.memory = memory_info(graph, schedule, buffers, plan, board, budget, None, model_names(graph, model))
+    return info.to_json()
 
 
 def _write_sources(project: Path, sources: dict[str, str], profile: bool) -> None:

@@ -162,9 +162,15 @@ class OutputDir:
             self._unlock()
             self._restore_signals()
 
-    def write(self, fill: Callable[[Path], None]) -> None:
-        """Run ``fill`` on the temporary sibling, then swap it in; the old directory is deleted only after."""
+    def write(self, fill: Callable[[Path], None], fresh: bool = False) -> None:
+        """Run ``fill`` on the temporary sibling, then swap it in; the old directory is deleted only after.
+        ``fresh``: the sibling emptied first (but for the marker) -- a refusal's report after a build that failed
+        half-way through writing the project leaves none of it."""
         assert self._tmp is not None, "OutputDir.write outside its with block"
+        if fresh:
+            for path in self._tmp.iterdir():
+                if path.name != MARKER:
+                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         try:
             fill(self._tmp)
         except OSError as exc:

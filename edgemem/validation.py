@@ -140,9 +140,15 @@ class SerialDevice:
             raise DeviceError(f"the device on {port} failed before serving requests:\n{tail(report.text, 2000)}")
 
     def __call__(self, project: Path, inputs: list) -> dict:
+        from .device_run import judge
+
+        return judge(self.info, inputs, self.outputs(inputs))
+
+    def outputs(self, inputs: list) -> list:
+        """The device's outputs for one request, checked for their sizes."""
         import numpy as np
 
-        from .device_run import device_arrays, expected_report, judge
+        from .device_run import device_arrays, expected_report
         from .target.device_protocol import check_report, parse_device_output
         from .target.serial_link import run_request
 
@@ -152,7 +158,7 @@ class SerialDevice:
         if not reply.finished or report.errors or len(report.outputs) != len(self.info.outputs):
             raise DeviceError(f"the device on {self.where} did not answer the request with its outputs:\n{tail(reply.text, 2000)}")
         check_report(report, expected_report(self.info, 0), self.where)  # a reply has outputs only: their sizes
-        return judge(self.info, inputs, device_arrays(report.outputs, self.info.outputs))
+        return device_arrays(report.outputs, self.info.outputs)
 
     def close(self) -> None:
         from .target.serial_link import end_session
@@ -163,3 +169,130 @@ class SerialDevice:
             pass
         finally:
             self.link.close()
+
+
+# ---------------------------------------------------------------- the user's own data (--data)
+
+
+def validate_data(project: str | Path, data: str | Path, *, port: str | None = None, reference: str | Path | None = None,
+                  timeout_s: float = 120.0, progress: Callable[[int, int], None] | None = None) -> dict:  # fmt: skip
+    """Run every sample of the user's data (dataset.py) on the device; returns the report: per sample the device's
+    top-1 class, TFLite Micro's and (with ``reference``, a float .tflite of the same model) the float model's,
+    with the comparison of the outputs; then accuracy and a confusion matrix where the data has labels, top-1
+    agreement and the largest difference against TFLite Micro (and the float model). ``all_match``: every
+    sample's outputs match TFLite Micro's as `validate` judges them."""
+    from .dataset import load_dataset
+    from .device_run import compare, dequantized_steps, run
+    from .reference import reference_outputs_many
+
+    project = Path(project)
+    info = load_build_info(project)
+    if len(info.inputs) != 1:
+        raise EdgememError(f"--data feeds models with one input; {Path(info.model).name} has {len(info.inputs)}. "
+                           "Use `edgemem run --input` per sample instead.")  # fmt: skip
+    board = build_board(info, project)
+    ds = load_dataset(data, info.inputs[0])
+    device = SerialDevice(project, port, timeout_s) if port is not None else None
+    if device is None:
+        board.require_qemu()
+    outputs = []
+    try:
+        for k, x in enumerate(ds.x):
+            outputs.append(device.outputs([x]) if device else run(project, [x], timeout_s=timeout_s, judged=False)["output_arrays"])
+            if progress is not None:
+                progress(k + 1, len(ds.x))
+    finally:
+        if device is not None:
+            device.close()
+    try:
+        wanted, oracle = reference_outputs_many(info.model, [[x] for x in ds.x])
+    except RuntimeError as exc:
+        raise ToolchainError(f"no reference interpreter runs {Path(info.model).name}, so there is nothing to validate "
+                             f"the device's outputs against: {exc}") from None  # fmt: skip
+    steps = dequantized_steps(info.model) if oracle != "tflm" else None
+    rows = [compare(out, want, info.outputs, oracle, steps) for out, want in zip(outputs, wanted)]
+    floats = _float_reference(reference, ds) if reference is not None else None
+    device_top = [_top1(o[0]) for o in outputs]
+    report = {
+        "model": info.model, "board": info.board, "data": ds.source, "reference_model": str(reference) if reference else None,
+        "device": f"serial {port}" if port is not None else "QEMU " + (board.qemu.machine if board.qemu else "?"),
+        "count": len(ds.x), "oracle": oracle,
+        "bit_exact_count": sum(bool(r["bit_exact"]) for r in rows),
+        "matching_count": sum(bool(r["matches_reference"]) for r in rows),
+        "max_abs_diff": max(r["max_abs_diff"] for r in rows),
+        "all_match": all(r["matches_reference"] for r in rows),
+        "top1_agreement": _agreement(device_top, [_top1(w[0]) for w in wanted]),
+    }  # fmt: skip
+    if floats is not None:
+        float_top = [_top1(f[0]) for f in floats]
+        report["float_top1_agreement"] = _agreement(device_top, float_top)
+        report["float_max_abs_diff"] = max(_float_diff(o[0], f[0], info.outputs[0]) for o, f in zip(outputs, floats))
+    report.update(_accuracy(device_top, ds.y, ds.classes, info.outputs[0]))
+    if floats is not None and ds.y is not None:
+        report["float_accuracy"] = _accuracy([_top1(f[0]) for f in floats], ds.y, ds.classes, info.outputs[0])["accuracy"]
+    report["samples"] = [{"sample": k, "label": None if ds.y is None else int(ds.y[k]), "predicted": device_top[k],
+                          "oracle_predicted": _top1(wanted[k][0]), "bit_exact": rows[k]["bit_exact"],
+                          "matches_reference": rows[k]["matches_reference"], "max_abs_diff": rows[k]["max_abs_diff"]}
+                         for k in range(len(ds.x))]  # fmt: skip
+    return report
+
+
+def _top1(output) -> int:
+    import numpy as np
+
+    return int(np.argmax(np.asarray(output).reshape(-1)))
+
+
+def _agreement(a: list[int], b: list[int]) -> float:
+    return sum(x == y for x, y in zip(a, b)) / len(a)
+
+
+def _float_reference(model: str | Path, ds) -> list:
+    """The float model's outputs on the samples as floats (TFLite Micro, else LiteRT)."""
+    from .reference import model_io_specs, reference_outputs_many
+
+    model = Path(model)
+    if not model.is_file():
+        raise EdgememError(f"--reference '{model}' is not a file: give the float .tflite of the same model.")
+    try:
+        (spec, *more), _ = model_io_specs(str(model))
+    except Exception as exc:  # not a TFLite file: the reader's own reason
+        raise EdgememError(f"--reference '{model}' could not be read as a TFLite model ({type(exc).__name__}).") from None
+    import numpy as np
+
+    if more or np.dtype(spec[2]) != np.float32 or ds.x_float is None:
+        raise EdgememError(f"--reference '{model}' must be a float32 model with one input of the build's input shape, "
+                           "and the data floats (or the build's input per-tensor quantized, to dequantize them).")  # fmt: skip
+    if int(np.prod(spec[1], dtype=np.int64)) != ds.x_float[0].size:
+        raise EdgememError(f"--reference '{model}' takes an input of shape {list(spec[1])}, not the build's "
+                           f"{list(ds.x_float[0].shape)}: give the float version of the same model.")  # fmt: skip
+    xs = [x.reshape(spec[1]) for x in ds.x_float]
+    try:
+        outs, _ = reference_outputs_many(str(model), [[x] for x in xs])
+    except (RuntimeError, ValueError) as exc:
+        raise EdgememError(f"--reference '{model}' does not run on the data: {exc}") from None
+    return outs
+
+
+def _float_diff(device_out, float_out, spec) -> float:
+    """The largest difference between the device's output (dequantized with its scale) and the float model's."""
+    import numpy as np
+
+    d = np.asarray(device_out, np.float64)
+    if spec.scale is not None and not isinstance(spec.scale, list) and not np.issubdtype(np.dtype(spec.dtype), np.floating):
+        d = (d - float(spec.zero_point or 0)) * float(spec.scale)
+    return float(np.max(np.abs(d.reshape(-1) - np.asarray(float_out, np.float64).reshape(-1))))
+
+
+def _accuracy(predicted: list[int], labels, classes: list[str], out_spec) -> dict:
+    """Accuracy and the confusion matrix (rows: the label, columns: the prediction); None without labels."""
+    import numpy as np
+
+    if labels is None:
+        return {"accuracy": None, "confusion_matrix": None, "classes": None}
+    n = max(int(np.prod(out_spec.shape, dtype=np.int64)), int(labels.max()) + 1, max(predicted) + 1)
+    matrix = np.zeros((n, n), np.int64)
+    for want, got in zip(labels, predicted):
+        matrix[int(want), got] += 1
+    names = classes + [str(k) for k in range(len(classes), n)] if classes else [str(k) for k in range(n)]
+    return {"accuracy": float(np.trace(matrix)) / len(predicted), "confusion_matrix": matrix.tolist(), "classes": names}

@@ -271,7 +271,8 @@ static const struct em_cfsr_bit em_cfsr_bits[] = {
     {1u << 11, "unstacking_bus_error"},        {1u << 12, "stacking_bus_error"},
     {1u << 13, "fp_lazy_stacking_bus_error"},  {1u << 16, "undefined_instruction"},
     {1u << 17, "invalid_state"},               {1u << 18, "invalid_pc"},
-    {1u << 19, "no_coprocessor"},              {1u << 24, "unaligned_access"},
+    {1u << 19, "no_coprocessor"},              {1u << 20, "stack_limit"},
+    {1u << 24, "unaligned_access"},
     {1u << 25, "divide_by_zero"},
 };
 
@@ -289,8 +290,9 @@ void em_fault(uint32_t *frame, uint32_t exc_return, uint32_t kind)
     uint32_t bf_valid = cfsr & (1u << 15);
     uint32_t frame_ok = (stacking == 0u && fp >= stack_lo && fp + 32u <= stack_hi && (fp & 3u) == 0u);
     /* the stack sits at the bottom of RAM: overflowing it moves SP out of the MPU-allowed RAM, so the
-     * exception entry itself cannot push its frame (stacking error) */
-    uint32_t overflow = stacking != 0u || fp < stack_lo;
+     * exception entry itself cannot push its frame (stacking error); on Armv8-M the push below MSPLIM
+     * faults first (STKOF, "stack_limit") */
+    uint32_t overflow = stacking != 0u || fp < stack_lo || (cfsr & (1u << 20)) != 0u;
     uint32_t i;
 
     em_flush();

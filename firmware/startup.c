@@ -1,5 +1,6 @@
 /*
- * edgemem startup for Cortex-M0/M0+ (ARMv6-M) and M3/M4/M7 (ARMv7-M): vector table and reset handler.
+ * edgemem startup for Cortex-M0/M0+ (ARMv6-M), M3/M4/M7 (ARMv7-M) and M33 (Armv8-M Mainline): vector table and
+ * reset handler.
  *
  * Reset: paint the whole stack (before anything is pushed), enable the FPU if the board has one, copy .data,
  * zero .bss, program the MPU (only the flash image, the board's RAM and the used peripherals are accessible;
@@ -7,6 +8,9 @@
  * RAM -- faults), enable the configurable fault handlers, start the timer, call main, exit via semihosting.
  * ARMv6-M has no MPU on the boards we know (EM_MPU_NREGIONS 0), no configurable faults and, on Cortex-M0,
  * no VTOR: the vector table stays at the image's start (address 0).
+ * Armv8-M (EM_STACK_LIMIT): runs in the Secure state it resets in (SAU off: all memory Secure), programs its
+ * PMSAv8 MPU (base/limit regions, attributes from MAIR0) and sets MSPLIM to the stack's bottom, so the first
+ * push below the stack is a UsageFault (STKOF) rather than a store the MPU has to catch.
  */
 #include <stdint.h>
 
@@ -33,7 +37,8 @@
 #define MPU_CTRL 0xE000ED94u
 #define MPU_RNR 0xE000ED98u
 #define MPU_RBAR 0xE000ED9Cu
-#define MPU_RASR 0xE000EDA0u
+#define MPU_RASR 0xE000EDA0u /* PMSAv8: MPU_RLAR at the same address */
+#define MPU_MAIR0 0xE000EDC0u
 
 int main(void);
 void em_reset_c(void);
@@ -78,6 +83,10 @@ __attribute__((naked, noreturn)) void Reset_Handler(void)
         "str r2, [r0], #4\n"
         "b 1b\n"
         "2: msr msp, r1\n"
+#if defined(EM_STACK_LIMIT)
+        "ldr r0, =__em_stack_start\n"
+        "msr msplim, r0\n"
+#endif
 #if EM_HAS_FPU
         "ldr r0, =0xE000ED88\n" /* CPACR: full access to CP10/CP11 */
         "ldr r1, [r0]\n"
@@ -176,28 +185,50 @@ __attribute__((section(".isr_vector"), used)) const struct em_vector_table em_ve
 
 #if EM_MPU_NREGIONS > 0
 
+/* each region's second word: MPU_RASR (PMSAv7: size, attributes, enable) or MPU_RLAR (PMSAv8: limit,
+ * attribute index, enable), written to the same register address */
+#if defined(EM_MPU_MAIR0)
+#define EM_MPU_WORD2_0 EM_MPU_RLAR_0
+#define EM_MPU_WORD2_1 EM_MPU_RLAR_1
+#define EM_MPU_WORD2_2 EM_MPU_RLAR_2
+#define EM_MPU_WORD2_3 EM_MPU_RLAR_3
+#define EM_MPU_WORD2_4 EM_MPU_RLAR_4
+#define EM_MPU_WORD2_5 EM_MPU_RLAR_5
+#define EM_MPU_WORD2_6 EM_MPU_RLAR_6
+#define EM_MPU_WORD2_7 EM_MPU_RLAR_7
+#else
+#define EM_MPU_WORD2_0 EM_MPU_RASR_0
+#define EM_MPU_WORD2_1 EM_MPU_RASR_1
+#define EM_MPU_WORD2_2 EM_MPU_RASR_2
+#define EM_MPU_WORD2_3 EM_MPU_RASR_3
+#define EM_MPU_WORD2_4 EM_MPU_RASR_4
+#define EM_MPU_WORD2_5 EM_MPU_RASR_5
+#define EM_MPU_WORD2_6 EM_MPU_RASR_6
+#define EM_MPU_WORD2_7 EM_MPU_RASR_7
+#endif
+
 static const uint32_t em_mpu_table[EM_MPU_NREGIONS][2] = {
-    {EM_MPU_RBAR_0, EM_MPU_RASR_0},
+    {EM_MPU_RBAR_0, EM_MPU_WORD2_0},
 #if EM_MPU_NREGIONS > 1
-    {EM_MPU_RBAR_1, EM_MPU_RASR_1},
+    {EM_MPU_RBAR_1, EM_MPU_WORD2_1},
 #endif
 #if EM_MPU_NREGIONS > 2
-    {EM_MPU_RBAR_2, EM_MPU_RASR_2},
+    {EM_MPU_RBAR_2, EM_MPU_WORD2_2},
 #endif
 #if EM_MPU_NREGIONS > 3
-    {EM_MPU_RBAR_3, EM_MPU_RASR_3},
+    {EM_MPU_RBAR_3, EM_MPU_WORD2_3},
 #endif
 #if EM_MPU_NREGIONS > 4
-    {EM_MPU_RBAR_4, EM_MPU_RASR_4},
+    {EM_MPU_RBAR_4, EM_MPU_WORD2_4},
 #endif
 #if EM_MPU_NREGIONS > 5
-    {EM_MPU_RBAR_5, EM_MPU_RASR_5},
+    {EM_MPU_RBAR_5, EM_MPU_WORD2_5},
 #endif
 #if EM_MPU_NREGIONS > 6
-    {EM_MPU_RBAR_6, EM_MPU_RASR_6},
+    {EM_MPU_RBAR_6, EM_MPU_WORD2_6},
 #endif
 #if EM_MPU_NREGIONS > 7
-    {EM_MPU_RBAR_7, EM_MPU_RASR_7},
+    {EM_MPU_RBAR_7, EM_MPU_WORD2_7},
 #endif
 };
 
@@ -212,12 +243,21 @@ static void em_mpu_init(void)
     EM_REG(MPU_CTRL) = 0u;
     for (i = 0; i < dregion; i++) {
         EM_REG(MPU_RNR) = i;
-        EM_REG(MPU_RASR) = 0u;
+        EM_REG(MPU_RASR) = 0u; /* PMSAv8: RLAR, ENABLE cleared */
     }
+#if defined(EM_MPU_MAIR0)
+    EM_REG(MPU_MAIR0) = EM_MPU_MAIR0;
+    for (i = 0; i < (uint32_t)EM_MPU_NREGIONS; i++) {
+        EM_REG(MPU_RNR) = i; /* PMSAv8's RBAR has no VALID/REGION fields */
+        EM_REG(MPU_RBAR) = em_mpu_table[i][0];
+        EM_REG(MPU_RASR) = em_mpu_table[i][1];
+    }
+#else
     for (i = 0; i < (uint32_t)EM_MPU_NREGIONS; i++) {
         EM_REG(MPU_RBAR) = em_mpu_table[i][0]; /* VALID bit set: also selects region i */
         EM_REG(MPU_RASR) = em_mpu_table[i][1];
     }
+#endif
     /* ENABLE only: no PRIVDEFENA (no background map), MPU off in HardFault/NMI so reports still work */
     EM_REG(MPU_CTRL) = 1u;
     __asm__ volatile("dsb\nisb" ::: "memory");

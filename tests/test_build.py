@@ -67,23 +67,24 @@ def test_model_too_big_fails_with_bytes_needed_and_budget(tmp_path):
     with pytest.raises(DoesNotFitError) as e:
         pipeline.build(model_path("tinyengine_mcunetv2_large"), "stm32f746", tmp_path / "p")
     assert "602,112 bytes" in str(e.value) and "311,296 bytes" in str(e.value) and "assumed:" in str(e.value)
-    # the refusal's report.html (report/refusal.py), and nothing of a firmware project
-    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == [".edgemem-output", "report.html"]
+    # the refusal's report.html and refusal.json (report/refusal.py), and nothing of a firmware project; the ways
+    # out are planned only with a time for them (tests/test_refusal.py)
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == [".edgemem-output", "refusal.json", "report.html"]
     page = (tmp_path / "p" / "report.html").read_text()
-    assert 'id="verdict">does not fit<' in page and "operator #0 QUANTIZE" in page and "602,112" in page
-    assert "the input outside the arena (--input outside)</td><td>194,880</td>" in page  # its floor with the input outside
+    assert 'id="verdict-refused"' in page and "operator #0 QUANTIZE" in page and "602,112" in page
 
 
 def test_a_refusal_report_escapes_the_model_names(tmp_path):
     """report.html shows the model's tensor names: escaped, as everything a model supplies."""
     from edgemem.report.refusal import write_refusal
 
-    facts = {"model": "<m>.tflite", "board": "b", "message": "m", "op_index": 0, "op_kind": "CONV_2D",
-             "tensors": [{"name": "<script>alert(1)</script>", "role": "input", "bytes": 4}], "floor": 4, "stack": 0,
-             "budget": 0, "ways": [], "assumed": ""}
-    write_refusal(tmp_path, facts)
+    error = DoesNotFitError("m")
+    error.refusal = lambda: {"what": "operator #0 CONV_2D", "bytes": 4, "align": None, "tensors": [
+        {"name": "<script>alert(1)</script>", "role": "input", "shape": "", "bytes": 4}]}
+    ways = {"ways": [], "not_tried": [{"way": "<b>x</b>", "command": ""}], "seconds": 0.0, "budget_seconds": 1.0}
+    write_refusal(tmp_path, error, ways, "<i>m</i>", "<m>.tflite", "b")
     page = (tmp_path / "report.html").read_text()
-    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page and "<b>" not in page and "<i>" not in page
 
 
 def test_ram_override_makes_the_budget_check_bite(tmp_path):

@@ -110,6 +110,10 @@ def _mpu_allowed(board: Board) -> set[tuple[int, int]]:
     """Byte ranges the MPU regions allow (subregions expanded), merged."""
     spans = []
     for r in image_mod.mpu_map(board):
+        if board.core.armv8m:  # PMSAv8: decoded from the register values, base in RBAR, last granule in RLAR
+            assert r.rlar & 1, "region enabled"
+            spans.append((r.rbar & ~31, (r.rlar & ~31) + 32))
+            continue
         sub = r.size // 8
         for i in range(8):
             if r.size < 256 or not (r.srd >> i) & 1:
@@ -135,7 +139,8 @@ def test_mpu_allows_exactly_flash_ram_and_used_peripherals(name):
     assert len(image.mpu) == (len(regions) if board.core.mpu else 0)
     assert 1 <= len(regions) <= 8
     for r in regions:
-        assert r.base % r.size == 0, "MPU regions must be naturally aligned"
+        # PMSAv7 regions are naturally aligned powers of two; PMSAv8 ones any run of 32-byte granules
+        assert r.base % (32 if board.core.armv8m else r.size) == 0, "MPU regions must be aligned"
     expected = [(board.qemu.flash_base, board.qemu.flash_base + board.flash.size)]
     expected += [(lr.origin, lr.origin + lr.length) for lr in image.regions]
     expected += [(p.base, p.base + p.size) for p in board.qemu.peripherals]
@@ -301,9 +306,24 @@ def test_arena_high_water_is_exact(firmware, name, target):
 def test_stack_overflow_faults_clearly(firmware, name):
     # with an MPU the stack's lower neighbour is forbidden (MemManage); ARMv6-M without MPU: the microbit has
     # nothing mapped below its RAM, so the push itself HardFaults and the handler sees SP below the stack
-    kind = "memmanage" if load_board(name).core.mpu else "hardfault"
-    with pytest.raises(DeviceError, match=rf"EDGEMEM fault {kind} stack_overflow") as ei:
+    # Armv8-M: MSPLIM stops the first push below the stack (UsageFault, STKOF)
+    core = load_board(name).core
+    fault = "usagefault stack_overflow stack_limit" if core.armv8m else "memmanage stack_overflow" if core.mpu else "hardfault stack_overflow"
+    with pytest.raises(DeviceError, match=rf"EDGEMEM fault {fault}") as ei:
         run(firmware, name, fake_input(mode=1, param=1_000_000))
+    assert ei.value.report.exit_code == 5
+
+
+@needs_gcc
+@needs_qemu
+@pytest.mark.parametrize("name", [n for n in BOARDS if load_board(n).core.armv8m])
+def test_pmsav8_mpu_guards_the_stack_without_the_stack_limit(firmware, name):
+    """With MSPLIM left at 0 the PMSAv8 MPU map alone must catch the overflow: the stack's lower neighbour is
+    outside every region (no background map), so the push below it is a MemManage fault."""
+    board, elf, _ = firmware(name, ("-UEM_STACK_LIMIT",))
+    with pytest.raises(DeviceError, match=r"EDGEMEM fault memmanage stack_overflow") as ei:
+        run_firmware(elf, board, [fake_input(mode=1, param=1_000_000)], timeout_s=60)
+    assert "stack_limit" not in str(ei.value)
     assert ei.value.report.exit_code == 5
 
 
@@ -395,6 +415,7 @@ def test_qemu_command_line():
 
 # Datasheet figures (RAM usable for data, flash), typed from the vendors' datasheets, not from the TOML files.
 DATASHEET = {
+    "stm32u585": (784 * 1024, 2048 * 1024),  # STM32U585 (RM0456): SRAM1 192 KB + SRAM2 64 KB + SRAM3 512 KB + SRAM4 16 KB, 2 MB flash
     "stm32f746": (320 * 1024, 1024 * 1024),  # STM32F746xx DS10916: 320 KB SRAM incl. 64 KB DTCM, 1 MB flash
     "stm32f746g-disco": (320 * 1024 + 8 * 1024 * 1024, 1024 * 1024),  # + 64 Mbit (8 MB) SDRAM on the Discovery kit
     "nucleo-f401re": (96 * 1024, 512 * 1024),  # STM32F401RE DS10086

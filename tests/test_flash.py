@@ -244,10 +244,13 @@ def _ihex_bytes(text: str) -> dict[int, int]:
 
 
 @needs_gcc
-def test_build_makes_bin_and_hex_at_the_flash_address(tmp_path):
+# nucleo-f401re: linked at 0x0 for its QEMU stand-in, flashed at 0x08000000; stm32u585: linked at 0x10000000 (the
+# AN505's Secure code memory), flashed at 0x08000000 below it (the hex moves the image down)
+@pytest.mark.parametrize("name", ["nucleo-f401re", "stm32u585"])
+def test_build_makes_bin_and_hex_at_the_flash_address(tmp_path, name):
     from edgemem.target.toolchain import build_firmware, render_firmware_files
 
-    board = load_board("nucleo-f401re")  # linked at 0x0 for its QEMU stand-in, flashed at 0x08000000
+    board = load_board(name)
     render_firmware_files(board, tmp_path)
     for f in ("model.c", "model.h"):
         shutil.copyfile(FAKE_MODEL / f, tmp_path / f)
@@ -260,8 +263,9 @@ def test_build_makes_bin_and_hex_at_the_flash_address(tmp_path):
     assert int.from_bytes(image[0:4], "little") == syms["__em_stack_end"]
     assert int.from_bytes(image[4:8], "little") == syms["Reset_Handler"] | 1
     memory = _ihex_bytes((tmp_path / "firmware.hex").read_text())
-    assert min(memory) == board.flasher.address == 0x08000000
-    assert bytes(memory[board.flasher.address + i] for i in range(len(image))) == image
+    flash_at = board.flasher.address if board.flasher else board.flash.base
+    assert min(memory) == flash_at == 0x08000000
+    assert bytes(memory[flash_at + i] for i in range(len(image))) == image
     assert len(memory) == len(image)
 
 

@@ -136,7 +136,8 @@ def test_max_slowdown(unet, tmp_path):
     with pytest.raises(DoesNotFitError) as e:
         _build(unet, tmp_path / "refused", budget=REMAT + 448, max_slowdown=0.0)
     assert "--max-slowdown 0" in str(e.value) and f"{REMAT:,} B, passes remat" in str(e.value)
-    assert not (tmp_path / "refused").exists()  # nothing half-written
+    # nothing half-written: the refusal's report alone (report/refusal.py)
+    assert sorted(p.name for p in (tmp_path / "refused").iterdir()) == [".edgemem-output", "refusal.json", "report.html"]
     # with RAM to spare, the bound decides: 0 % keeps the plain arena, 1 % (remat costs ~0.9 %) takes remat
     zero = _build(unet, tmp_path / "zero", max_slowdown=0.0)
     one = _build(unet, tmp_path / "one", max_slowdown=1.0)

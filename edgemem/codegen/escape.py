@@ -9,6 +9,8 @@ its input (tests/test_escaping.py feeds every byte value to the real gcc, make, 
     cmake_quoted    inside "..." of a CMake quoted argument     md_text/md_code  Markdown text / a code span
     cmake_unix_command  words for separate_arguments(UNIX_COMMAND)
     c_identifier    an identifier edgemem made (checked, never escaped)   json_in_html  JSON inside <script>
+    json_value      a JSON value (a string with its quotes)  yaml_string   a YAML double-quoted scalar
+    plain_text      words inert in any line-based format (Kconfig prompts and help, Arduino's library.properties)
 
 Comments are for people: a character that could end one (newline, '*/', a trailing backslash, '??' trigraphs
 under -std=c11) or that is not printable ASCII is spelled \\xNN, byte by byte of its UTF-8. Strings carry the
@@ -162,8 +164,45 @@ def json_in_html(text: str) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
+def json_value(value) -> str:
+    """``value`` as JSON text, ASCII only (every other character as a \\u escape)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=True)
+
+
+def yaml_string(text: str) -> str:
+    """A YAML double-quoted scalar whose value is exactly ``text`` (as a str): printable ASCII as it is but for '"'
+    and '\\', everything else as \\xNN, \\uNNNN or \\UNNNNNNNN (YAML's escapes, so no line break, '#' or ': '
+    can end it)."""
+    out = []
+    for ch in str(text):
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\x{code:02X}" if code < 0x100 else f"\\u{code:04X}" if code < 0x10000 else f"\\U{code:08X}")
+    return '"' + "".join(out) + '"'
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9 ._,:;+=@/()!?'*-]", re.ASCII)
+
+
+def plain_text(text: str) -> str:
+    """Text inert in any line-based format (a Kconfig string or help line, Arduino's library.properties, whose
+    values take no escapes): letters, digits, spaces and a few punctuation marks as they are, every other byte of
+    the UTF-8 as %XX (so no quote, backslash, '$', '#' or line break survives), and no space at either end."""
+    body = "".join(ch if _PLAIN.fullmatch(ch) else f"%{ord(ch):02X}" for ch in utf8(text).decode("latin-1"))
+    lead = len(body) - len(body.lstrip(" "))
+    body = "%20" * lead + body[lead:]
+    trail = len(body) - len(body.rstrip(" "))
+    return body[: len(body) - trail] + "%20" * trail
+
+
 FILTERS = {
     "c_comment": c_comment, "c_string": c_string, "line_comment": line_comment, "make_word": make_word,
     "make_words": make_words, "cmake_quoted": cmake_quoted, "md_text": md_text, "md_code": md_code,
-    "c_identifier": c_identifier,
+    "c_identifier": c_identifier, "json_value": json_value, "yaml_string": yaml_string, "plain_text": plain_text,
 }  # fmt: skip

@@ -95,7 +95,7 @@ def _orchestrate(mod, board, options, ram_budget: int):
                          target_bytes=ram_budget, margin=1.0 if bound is not None else options.opt_margin,
                          baselines=("none", "tvm_default", "fixed"), fixed_sequence=DEFAULT_SEQUENCE,
                          measure_fn=lambda m: measure(m, board.arena_align, options.schedule_seconds),
-                         pareto=True, max_slowdown=bound, fallbacks=work_adding(passes), started=started)  # fmt: skip
+                         pareto=True, max_slowdown=bound, fallbacks=work_adding(passes, getattr(options, "patch_limit", None)), started=started)  # fmt: skip
     if bound is not None and not result.fits:
         _refuse_slowdown(result.pareto, ram_budget, bound)
     report = result.report()
@@ -112,10 +112,11 @@ def _orchestrate(mod, board, options, ram_budget: int):
 PATCH_LIMITS = (None, 0.10, 0.20)
 
 
-def work_adding(passes) -> list:
+def work_adding(passes, higher_limit: float | None = None) -> list:
     """The orchestrator's fallbacks (orchestrate ``fallbacks``): rematerialization after the fixed sequence, then a
     patch split (rolling rows included) at each of PATCH_LIMITS followed by the in-place passes -- the sequence an
-    expert gives (``--passes fold_pad,patches,inplace_...``), tried when no sequence without added work fits."""
+    expert gives (``--passes fold_pad,patches,inplace_...``), tried when no sequence without added work fits;
+    ``higher_limit`` (``--patch-macs``) a last limit beyond those."""
     from .orchestrate import DEFAULT_SEQUENCE, Variant
     from .patches import FINISH, patches
 
@@ -126,7 +127,8 @@ def work_adding(passes) -> list:
     if "patches" not in known:
         return out
     finish = [known[n] for n in FINISH if n in known]
-    for limit in PATCH_LIMITS:
+    limits = PATCH_LIMITS + ((higher_limit,) if higher_limit and higher_limit > max(PATCH_LIMITS[1:]) else ())
+    for limit in limits:
         label = "patches" if limit is None else f"patches[<= {limit:.0%} MACs]"
         split = known["patches"] if limit is None else Variant(label, lambda m, limit=limit: patches(m, limit))
         out.append((label, [split, *finish]))

@@ -66,7 +66,7 @@ def plan_graph(graph, schedule, board, model_name: str, per_region: bool, ram_bu
         raise DoesNotFitError(
             f"{model_name} does not fit the RAM regions of board {board.name}{measured}: {error} {orders}") from error
     if not per_region and plan.total_bytes > ram_budget:
-        raise DoesNotFitError(
+        err = DoesNotFitError(
             f"{model_name} needs an arena of {plan.total_bytes:,} bytes (lower bound {plan.lower_bound:,} B "
             f"for the {schedule.scheduler} operator order) but board {board.name} has {ram_budget:,} bytes of RAM left "
             f"after its {board.stack_size:,}-byte stack ({board.ram_bytes:,} B in all). Best plan found: the "
@@ -74,6 +74,8 @@ def plan_graph(graph, schedule, board, model_name: str, per_region: bool, ram_bu
             f"tried (arena bytes): {_tried(plan.tried)}. Use a board with more RAM, a smaller model, or --ram to "
             "plan for a larger budget."
         )
+        err.plan, err.buffers = plan, buffers  # the best plan found: the refusal's report draws it
+        raise err
     check_plan(buffers, plan, pools)  # the independent checker runs on every plan
     return buffers, plan
 

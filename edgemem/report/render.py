@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup
 
 from ..build_info import BuildInfo, load_build_info
 from ..codegen.escape import json_in_html
@@ -361,8 +362,9 @@ def _profile_matches(info: BuildInfo, profile: dict | None) -> dict | None:
     return profile
 
 
-def render_report(info: BuildInfo | dict, profile: dict | None = None) -> str:
-    """The HTML page of one build (its BuildInfo, or edgemem.json as read; profile.json as ``profile``, if any)."""
+def render_report(info: BuildInfo | dict, profile: dict | None = None, refusal: dict | None = None) -> str:
+    """The HTML page of one build (its BuildInfo, or edgemem.json as read; profile.json as ``profile``, if any);
+    with ``refusal`` (report/refusal.py), the best plan of a refused build, marked "does not fit" with its ways out."""
     info = info if isinstance(info, BuildInfo) else BuildInfo.from_json(info)
     profile = _profile_matches(info, profile)
     memory = info.memory
@@ -374,6 +376,10 @@ def render_report(info: BuildInfo | dict, profile: dict | None = None) -> str:
         "on_qemu": bool(profile) and "total_instructions" in profile,
         "data_json": json_in_html(json.dumps({"arena_bytes": info.arena_bytes, "lower_bound_bytes": info.lower_bound_bytes})),
     }  # fmt: skip
+    if refusal is not None:
+        from .refusal import SECTION
+
+        context["refusal_html"] = Markup(_environment().from_string(SECTION).render(refusal=refusal))
     if memory:
         _, kinds = _fills(memory)
         context.update({

@@ -51,7 +51,7 @@ class Image:
     regions: tuple[LinkRegion, ...]  # linker RAM regions
     defines: dict[str, str] = field(compare=False)  # -D macros of the runtime C
     drivers: tuple[str, ...] = ()  # firmware/drivers/*.c compiled in (host link, timer, UART)
-    mpu: tuple[mpu.MpuRegion, ...] = ()  # what startup.c programs (empty: no guard)
+    mpu: tuple[mpu.MpuRegion | mpu.MpuRegionV8, ...] = ()  # what startup.c programs (empty: no guard)
     subdir: str = ""  # where in the project it is built ("" = the project itself)
 
     @property
@@ -89,6 +89,11 @@ def qemu_image(board: Board, *, split_regions: bool = False, profile: bool = Fal
     at = functools.partial(qemu_address, board)
     regions = _link_regions(board, modelled, at, merge=not split_regions)
     guard = tuple(mpu_map(board)) if board.core.mpu else ()  # Cortex-M0: no MPU, nothing to program
+    if board.core.armv8m:
+        # the stack-limit register faults the push below the stack (UsageFault STKOF) before the MPU would
+        d_guard = {**mpu.defines_v8(list(guard)), "EM_STACK_LIMIT": "1"}
+    else:
+        d_guard = mpu.defines(list(guard))
     ipt = q.instructions_per_tick
     t = q.timer
     d = {
@@ -106,7 +111,7 @@ def qemu_image(board: Board, *, split_regions: bool = False, profile: bool = Fal
     if q.uart is not None:
         d["EM_UART_BASE"] = f"0x{q.uart.base:08X}u"
         drivers.append(f"uart_{q.uart.kind}.c")
-    d.update(mpu.defines(list(guard)))
+    d.update(d_guard)
     if profile:
         d.update(PROFILE_DEFINES)
     return Image(board, QEMU, q.flash_base, tuple(regions), d, tuple(drivers), guard)
@@ -118,8 +123,10 @@ def qemu_address(board: Board, region: MemoryRegion) -> int:
     return region.base - lowest + board.require_qemu().ram_base
 
 
-def mpu_map(board: Board) -> list[mpu.MpuRegion]:
-    """The QEMU image's MPU regions: exactly `mpu_spans` open."""
+def mpu_map(board: Board) -> list[mpu.MpuRegion] | list[mpu.MpuRegionV8]:
+    """The QEMU image's MPU regions: exactly `mpu_spans` open (PMSAv8 base/limit regions on Armv8-M)."""
+    if board.core.armv8m:
+        return mpu.regions_v8(mpu_spans(board), f"board {board.name}")
     return mpu.regions(mpu_spans(board), f"board {board.name}")
 
 
@@ -202,6 +209,9 @@ def check_budget(board: Board, ram: int | None, flash: int | None) -> None:
     (not at the end of the pipeline, in MPU code that never names the option). `board` already has the
     budgets applied; the error proposes, per option, the nearest sizes that take one MPU region."""
     if board.qemu is None or not board.core.mpu:
+        return
+    if board.core.armv8m:  # PMSAv8: one region per span of any 32-byte multiple; refused here if not
+        mpu_map(board)
         return
     spans = mpu_spans(board)
     needed = sum(len(mpu.cover(s.base, s.size)) for s in spans)

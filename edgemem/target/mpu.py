@@ -1,5 +1,7 @@
-"""PMSAv7 MPU arithmetic: cover address ranges with naturally aligned power-of-two regions (and their
-subregion-disable masks) and encode them as MPU_RBAR / MPU_RASR values.
+"""MPU arithmetic. PMSAv7 (Cortex-M3/M4/M7): cover address ranges with naturally aligned power-of-two regions
+(and their subregion-disable masks) and encode them as MPU_RBAR / MPU_RASR values. PMSAv8 (Armv8-M, Cortex-M33):
+one base/limit region per range (32-byte granules), encoded as MPU_RBAR / MPU_RLAR values with memory
+attributes from MPU_MAIR0.
 
 Pure arithmetic: which ranges an image opens (flash, RAM, peripheral windows) is decided by
 ``edgemem.target.image``; startup.c programs the values this module computes.
@@ -57,6 +59,51 @@ def regions(spans: list[Span], owner: str) -> list[MpuRegion]:
             f"({', '.join(r.name for r in out)}); align the memory map or drop peripherals"
         )
     return out
+
+
+# ---- PMSAv8 --------------------------------------------------------------------------------------
+# MPU_MAIR0 attribute 0: normal memory, write-back read/write-allocate (inner and outer); attribute 1: device
+# nGnRE. RBAR bits: SH (4:3), AP (2:1: 0b11 read-only, 0b01 read/write, any privilege), XN (0).
+V8_MAIR0 = 0x04FF
+V8_FLASH = ("flash", 0b11 << 1, 0)
+V8_RAM = ("ram", (0b01 << 1) | 1, 0)
+V8_DEVICE = ("device", (0b01 << 1) | 1, 1)
+_V8_OF = {FLASH: V8_FLASH, RAM: V8_RAM, DEVICE: V8_DEVICE}  # a span's PMSAv7 attributes -> PMSAv8's
+
+
+@dataclass(frozen=True)
+class MpuRegionV8:
+    name: str
+    base: int
+    size: int
+    rbar: int  # base | SH | AP | XN
+    rlar: int  # limit (last 32-byte granule) | AttrIndx | ENABLE
+
+
+def regions_v8(spans: list[Span], owner: str) -> list[MpuRegionV8]:
+    """PMSAv8 regions opening exactly `spans`, one each (no power-of-two rule: base and size in 32-byte
+    granules); `owner` names the image in the error when more than MAX_REGIONS are needed."""
+    out = []
+    for s in spans:
+        if s.base % 32 or s.size % 32 or s.size <= 0:
+            raise EdgememError(f"memory range 0x{s.base:08X}+0x{s.size:X} is not 32-byte aligned, the MPU cannot cover it")
+        _, rbar_bits, attr = _V8_OF[s.attributes]
+        out.append(MpuRegionV8(s.name, s.base, s.size, s.base | rbar_bits, ((s.base + s.size - 32) & ~31) | (attr << 1) | 1))
+    if len(out) > MAX_REGIONS:
+        raise EdgememError(
+            f"{owner}: needs {len(out)} MPU regions, the core has {MAX_REGIONS} "
+            f"({', '.join(r.name for r in out)}); drop peripherals"
+        )
+    return out
+
+
+def defines_v8(mpu: list[MpuRegionV8]) -> dict[str, str]:
+    """-D macros startup.c programs a PMSAv8 MPU from: the count, MAIR0, then RBAR/RLAR of each region."""
+    d = {"EM_MPU_NREGIONS": str(len(mpu)), "EM_MPU_MAIR0": f"0x{V8_MAIR0:08X}u"}
+    for i, r in enumerate(mpu):
+        d[f"EM_MPU_RBAR_{i}"] = f"0x{r.rbar:08X}u"
+        d[f"EM_MPU_RLAR_{i}"] = f"0x{r.rlar:08X}u"
+    return d
 
 
 def defines(mpu: list[MpuRegion]) -> dict[str, str]:
