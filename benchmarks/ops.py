@@ -5,7 +5,7 @@ issue: control flow, resource variables, NPU/signal custom ops) and each type, e
 it is built for the host and compared with TFLite Micro on seeds 0, 1, 2 (tests/op_check.py: int8 bit-exact,
 float within 1e-5 relative; LiteRT where TFLM cannot run the model). The models: the converter-made ones of
 `tests/models/ops/` and `tests/models/arch/`, and the hand-made flatbuffers of the operator tests (layout,
-reduction, FULLY_CONNECTED and LSTM cases, built by the tests' own functions). A model counts for every
+reduction, FULLY_CONNECTED, LSTM and uint8 cases, built by the tests' own functions). A model counts for every
 operator it contains, with the operator's operand type (its first non-constant input's). Status per row:
 
 - `bit-exact (TFLM)` / `within 1e-5 (TFLM)`: every model of the row matched;
@@ -113,7 +113,9 @@ def handmade_models(tmp: Path) -> list[Path]:
     import test_ops_layout
     import test_ops_matmul
     import test_ops_reduce
+    import test_ops_uint8
     import test_ops_unary
+    import uint8_models
 
     def binary(case):
         op, sa, sb, so, qa, qb, qo, act = test_ops_binary.INT8_CASES[case]
@@ -149,6 +151,10 @@ def handmade_models(tmp: Path) -> list[Path]:
                 **{f"int16-quantize-{k}": (lambda k=k: test_ops_int16_quantize.side_by_side([spec for _, spec, _ in test_ops_int16_quantize.GROUPS[k]]))
                    for k in test_ops_int16_quantize.GROUPS},
                 **{f"int16-unary-{k}": f for k, f in int16_unary.items()},
+                # the uint8 operators TFLM runs (the others are refused, in every model: tests/test_ops_uint8.py)
+                **{f"uint8-{k}": (lambda k=k: uint8_models.single_op_model(k))
+                   for k in sorted((test_ops_uint8.TFLM_RUNS_UINT8 | test_ops_uint8.LITERT_ORACLE) - {"SHAPE"})},
+                "uint8-camera": uint8_models.camera_model, "uint8-movement": uint8_models.movement_model,
                 "lstm-int16-random": lambda: test_lstm_int16._random_lstm(5, 7, 4, 1),
                 "lstm-7x5x3": lambda: test_lstm._lstm_model(7, 5, 3, False, 0.0, 1),
                 "lstm-16x12x6-time-major": lambda: test_lstm._lstm_model(16, 12, 6, True, 0.0, 2)}  # fmt: skip

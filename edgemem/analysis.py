@@ -194,7 +194,7 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
 
     outside = bool(getattr(options, "input_outside", False))
     caps = floor_capabilities(every_pass, model, outside)
-    floor, floor_op = operator_floor_bytes(model, capabilities=caps)
+    floor, floor_op = operator_floor_bytes(model, capabilities=caps, input_outside=outside)
     assumes = patch_assumption(model, caps, outside).removeprefix("; assumed: ")
     file_bytes, _ = file_order_plan(model, board.arena_align)
     budget = ram_budget(board)
@@ -213,11 +213,22 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
     elif verdict == "fits" and (flash_high > board.flash_bytes or plan.get("static_tight")
                                 or plan["arena_bytes"] + STATIC_RAM_ESTIMATE > budget):
         verdict = "may not fit"
-    big_bytes, big_name = _largest_activation(model, constants, _tiled(model, caps))
+    # with the input outside, the caller's buffer is no arena tensor (mcunetv2_large's 602,112 B float input)
+    inputs = frozenset(int(t) for t in sg.InputsAsNumpy()) if outside and sg.InputsLength() else frozenset()
+    big_bytes, big_name = _largest_activation(model, constants | inputs, _tiled(model, caps))
     if verdict == "may fit" and big_bytes > budget:  # the floor counted on a fusion the build does not do for it
         verdict = "does not fit"
         plan["note"] += (f"; tensor '{big_name}' alone is {big_bytes:,} B, more than the {budget:,} B of RAM for the "
                          "arena: no modeled pass removes it, so no build fits")  # fmt: skip
+    searched = verdict == "may fit" and options.passes is None and options.opt_seconds > 0
+    named = options.passes is not None and plan["unmodeled"] and verdict != "does not fit"  # --passes patches, ...
+    if (searched or named) and not missing:
+        why = (f"--passes names {', '.join(plan['unmodeled'])}, which only the lowered kernels tell" if named else
+               f"the modeled passes' plan ({plan['arena_bytes']:,} B) does not fit" if plan["arena_bytes"] else
+               "the modeled passes' plan does not fit")  # fmt: skip
+        plan, verdict = _planned_by_build(path, board_name, ram, flash, options, plan, budget, why)
+        if verdict == "fits" and (flash_high > board.flash_bytes or plan["arena_bytes"] + STATIC_RAM_ESTIMATE > budget):
+            verdict = "may not fit"
     return Analysis(
         model=str(path), board=board.name, operators=rows, unsupported=[u.label() for u in missing],
         arena_bytes=plan["arena_bytes"], arena_pools=plan["arena_pools"], lower_bound_bytes=plan["lower_bound_bytes"],
@@ -229,6 +240,41 @@ def analyze(model_path: str | Path, board_name: str, ram: int | None = None, fla
         flash_estimate_bytes=flash_mid, flash_range_bytes=(flash_low, flash_high),
         symbolic=_largest_fitting(path, board, budget) if _symbolic_dim(model) else {},
     )  # fmt: skip
+
+
+def _planned_by_build(path: Path, board_name: str, ram, flash, options, modeled: dict, budget: int,
+                      why: str) -> tuple[dict, str]:  # fmt: skip
+    """(plan, verdict) when the modeled passes leave more than the budget but the floor does not (the orchestrator
+    then tries the work-adding passes: patches, rolling rows, rematerialization, passes/optimize.py
+    ``work_adding``), or --passes names a pass the storage model does not reproduce: those work on the lowered
+    kernels, so the build's own stages up to the plan answer (pipeline.plan_only: seconds to a minute, not the
+    second of the storage model) -- the same arena and verdict as `build`, not a guess (issue 33)."""
+    import dataclasses
+    import time
+
+    from .errors import DoesNotFitError, EdgememError
+    from .pipeline import plan_only
+
+    t0 = time.perf_counter()
+    try:
+        result = plan_only(path, board_name, dataclasses.replace(options, ram=ram, flash=flash))
+    except DoesNotFitError as exc:
+        arena = getattr(exc, "arena_bytes", None)
+        note = (f"{why}, so the build's own stages planned it (lowering and the memory passes), in "
+                f"{time.perf_counter() - t0:.0f} s: refused"
+                + (f", best plan {arena:,} B" if arena else ""))  # fmt: skip
+        return {**modeled, "arena_bytes": arena if arena else modeled["arena_bytes"], "note": note}, "does not fit"
+    except EdgememError as exc:  # a refusal the storage model does not foresee: keep its "may fit", say why
+        return {**modeled, "note": modeled["note"] + f"; the build's own plan failed: {' '.join(str(exc).split())[:300]}"}, "may fit"
+    info = result.info
+    taken = ((info.pareto or {}).get("taken") or {}).get("sequence")  # the passes the objective took
+    sequence = list(options.passes) if taken is None and options.passes is not None else list(taken or [])
+    note = (f"{why}, so the build's own stages planned it (lowering and the memory passes), in "
+            f"{time.perf_counter() - t0:.0f} s: passes {', '.join(sequence) or 'none'}")
+    plan = {**modeled, "arena_bytes": info.arena_bytes, "arena_pools": dict(info.arena_pools),
+            "lower_bound_bytes": info.lower_bound_bytes, "scheduler": info.scheduler, "planner": info.planner,
+            "passes": sequence, "note": note}  # fmt: skip
+    return plan, "fits" if info.arena_bytes <= budget else "does not fit"
 
 
 def flash_estimate(weights: int, operators: int) -> tuple[int, int, int]:
@@ -322,10 +368,12 @@ def _pad_amounts(model, op) -> list[list[int]] | None:
     return np.frombuffer(buf.DataAsNumpy().tobytes(), dtype=dtype).reshape(-1, 2).tolist()
 
 
-def modeled_memory(model, folded, align: int, passes=None, constants=frozenset()):
+def modeled_memory(model, folded, align: int, passes=None, constants=frozenset(), input_outside: bool = False):
     """The storage model of the lowered graph after ``passes`` (the fixed sequence by default), read from the
     flatbuffer (``folded``/``constants``: frontend/fold.py's operators evaluated at import and their outputs).
-    Sizes unaligned when ``align`` is 1, as the planner's buffers count them."""
+    Sizes unaligned when ``align`` is 1, as the planner's buffers count them. ``input_outside``: the graph
+    inputs are the caller's buffers, as ir/outside.py's ``inputs_outside`` plans them (no storage; an output
+    in place over one gets its own)."""
     from .kernels.conv16 import MAX_INPLACE_DELAY16
     from .kernels.int8_ops import depthwise_inplace_delay
     from .memory import MemOp, MemoryModel, Storage, from_tflite
@@ -448,6 +496,8 @@ def modeled_memory(model, folded, align: int, passes=None, constants=frozenset()
         for name, (x_name, shift, rows) in overlaps.items():
             st = mm.storages[name]
             st.alias, st.shift, st.rows = x_name, shift, rows
+    if input_outside:
+        _drop_inputs(mm, {int(t) for t in indices(sg.InputsAsNumpy())})
     # SPLIT/SPLIT_V/UNPACK: lowering makes one strided-slice kernel per part (passes/split_slices.py)
     new_ops, index, op_index = [], {}, []
     producer: dict[str, int] = {}
@@ -477,6 +527,23 @@ def modeled_memory(model, folded, align: int, passes=None, constants=frozenset()
     out.op_index = op_index
     out.tensor_of = tensor_of
     return out
+
+
+def _drop_inputs(mm, inputs: set[int]) -> None:
+    """The graph inputs out of the storage model (ir/outside.py's rule on the OpGraph): no storage, no read of
+    them, and an output written over one keeps its own storage (the kernel still runs in place, the planner
+    just cannot overlap it with the caller's buffer)."""
+    gone = {name for name, st in mm.storages.items() if st.producer is None and mm.tensor_of.get(name) in inputs}
+    for name in gone:
+        del mm.storages[name]
+    for op in mm.ops:
+        op.reads = [r for r in op.reads if r not in gone]
+    for st in mm.storages.values():
+        if st.alias in gone:
+            st.alias, st.shift, st.rows = None, 0, None
+    for view, source in list(mm.views.items()):
+        if source in gone:
+            del mm.views[view]
 
 
 def _residual_pairs(model, mm, fop, removed, views, constants) -> list[tuple[int, int, str]]:
@@ -648,7 +715,7 @@ def build_plan(model, folded, constants, board, options) -> dict:
     # search may add to the fixed sequence (inplace_overlap, concat_inplace, ...), which only lower the arena
     unmodeled = [p for p in (wanted if options.passes is not None else floor_passes(options))
                  if p not in (_MODELED if options.passes is not None else modeled)]  # fmt: skip
-    mm = modeled_memory(model, folded, 1, tuple(modeled), constants)
+    mm = modeled_memory(model, folded, 1, tuple(modeled), constants, bool(getattr(options, "input_outside", False)))
     al = MemoryModel(mm.ops, {k: Storage(s.name, aligned(s.size, board.arena_align), s.producer, list(s.readers),
                                          s.pinned, s.temp, s.alias, s.shift, s.rows) for k, s in mm.storages.items()},
                      mm.views, mm.states)  # fmt: skip

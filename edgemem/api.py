@@ -186,13 +186,14 @@ def build(model: str | Path, board: str = "stm32f746", output: str | Path | None
 def analyze(model: str | Path, board: str = "stm32f746", *, ram: int | str | None = None,
             flash: int | str | None = None, stack: int | str | None = None, pool_per_region: bool = False,
             passes: list[str] | tuple[str, ...] | None = None, opt_time: float | None = None,
-            schedule_time: float = DEFAULT_SCHEDULE_SECONDS):  # fmt: skip
+            schedule_time: float = DEFAULT_SCHEDULE_SECONDS, input_outside: bool = False):  # fmt: skip
     """`edgemem analyze`: what the model needs and whether it fits, from the file alone (an
     ``edgemem.analysis.Analysis``: ``verdict``, ``arena_bytes``, ``ram_floor_bytes``, ``operators``, ...)."""
     from .analysis import analyze as run_analysis
 
     options = user_options(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
-                           passes=None if passes is None else tuple(passes), stack=_stack(stack))  # fmt: skip
+                           passes=None if passes is None else tuple(passes), stack=_stack(stack),
+                           input_where="outside" if input_outside else "arena")  # fmt: skip
     return run_analysis(model, board, _size(ram), _size(flash), options)
 
 

@@ -24,7 +24,7 @@ BOARDS_DIR = data_dir("boards")
 
 # Peripheral kinds a board file may name; each is one driver file, firmware/drivers/timer_<kind>.c or
 # uart_<kind>.c (tests/test_image.py checks the two lists agree).
-QEMU_TIMERS = ("cmsdk", "stm32_tim_pair", "nrf51")  # [qemu.timer] kind
+QEMU_TIMERS = ("cmsdk", "stm32_tim_pair", "nrf51", "sse_counter")  # [qemu.timer] kind
 QEMU_UARTS = ("cmsdk", "stm32_usart", "nrf51")  # [qemu.uart] kind
 DEVICE_UARTS = ("stm32_usart", "stm32_usart_v2", "nrf51")  # [device] uart
 DEVICE_TICKS = ("dwt",)  # [device] ticks
@@ -57,7 +57,8 @@ class Core:
 
     @property
     def armv8m(self) -> bool:
-        """Armv8-M Mainline (Cortex-M33): a PMSAv8 MPU (base/limit regions) and a stack-limit register."""
+        """Armv8-M Mainline (Cortex-M33) or Armv8.1-M (Cortex-M55): a PMSAv8 MPU (base/limit regions) and a
+        stack-limit register."""
         return self.cpu in ARMV8M_CPUS
 
     @property
@@ -205,15 +206,16 @@ class Board:
 # what relates several keys; `_to_board` turns the result into the dataclasses above.
 
 U32 = 1 << 32
-# ARMv6-M/v7-M and Armv8-M Mainline: what the firmware runs on
-CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")
-ARMV8M_CPUS = ("cortex-m33",)
-FPUS = {"none": CPUS, "fpv4-sp-d16": ("cortex-m4",), "fpv5-sp-d16": ("cortex-m7", "cortex-m33"), "fpv5-d16": ("cortex-m7",)}
-DSP_CPUS = ("cortex-m4", "cortex-m7", "cortex-m33")
-DWT_CPUS = ("cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")  # cores with a DWT cycle counter
+# ARMv6-M/v7-M, Armv8-M Mainline and Armv8.1-M (M55: MVE, with DSP always): what the firmware runs on
+CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
+ARMV8M_CPUS = ("cortex-m33", "cortex-m55")
+FPUS = {"none": CPUS, "fpv4-sp-d16": ("cortex-m4",), "fpv5-sp-d16": ("cortex-m7", "cortex-m33"),
+        "fpv5-d16": ("cortex-m7", "cortex-m55")}  # fmt: skip
+DSP_CPUS = ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
+DWT_CPUS = ("cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")  # cores with a DWT cycle counter
 # QEMU 7.2+'s Cortex-M cores and the machines built on them (`qemu-system-arm -cpu help`, `-M help`)
-QEMU_CPUS = ("cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33")
-QEMU_MACHINES = ("microbit", "mps2-an385", "mps2-an386", "mps2-an500", "mps2-an505", "mps2-an511", "netduino2", "netduinoplus2",
+QEMU_CPUS = ("cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
+QEMU_MACHINES = ("microbit", "mps2-an385", "mps2-an386", "mps2-an500", "mps2-an505", "mps2-an511", "mps3-an547", "netduino2", "netduinoplus2",
                  "olimex-stm32-h405", "stm32vldiscovery", "lm3s6965evb", "lm3s811evb", "b-l475e-iot01a")  # fmt: skip
 MAX_ICOUNT_SHIFT = 10  # QEMU refuses -icount shift above this
 NUM_IRQS = 96  # external interrupts in the firmware's vector table (firmware/startup.c)
@@ -491,6 +493,8 @@ def _check_core(c: CoreTable) -> None:
         raise BoardValueError("[core].float_abi", c.float_abi, "must be 'soft' without an FPU ([core].fpu = 'none')")
     if c.dsp and c.cpu not in DSP_CPUS:
         raise BoardValueError("[core].dsp", True, f"{c.cpu} has no DSP extension (only {', '.join(DSP_CPUS)})")
+    if not c.dsp and c.cpu == "cortex-m55":  # MVE needs it: no M55 is built without, and gcc has no +nodsp for it
+        raise BoardValueError("[core].dsp", False, "a Cortex-M55 always has the DSP extension: set dsp = true")
     if c.mpu and c.cpu == "cortex-m0":
         raise BoardValueError("[core].mpu", True, "a Cortex-M0 has no MPU: set mpu = false")
 
@@ -521,7 +525,7 @@ def _check_qemu(b: BoardFile) -> None:
     modelled = [r for r in b.ram if r.qemu]
     if modelled and q.ram_base + max(r.base + r.size for r in modelled) - min(r.base for r in modelled) > U32:
         raise BoardValueError("[qemu].ram_base", q.ram_base, "+ the span of the QEMU-modelled RAM runs past the 32-bit address space")
-    needs = {"cmsdk": ("irq",), "stm32_tim_pair": ("coarse_base", "coarse_prescaler"), "nrf51": ()}[t.kind]
+    needs = {"cmsdk": ("irq",), "stm32_tim_pair": ("coarse_base", "coarse_prescaler"), "nrf51": (), "sse_counter": ()}[t.kind]
     for key in ("irq", "coarse_base", "coarse_prescaler"):
         given = getattr(t, key) is not None
         if given != (key in needs):
@@ -551,7 +555,7 @@ def _check_flasher(f: FlasherTable, flash: FlashTable) -> None:
 
 def _check_device(d: DeviceTable, core: CoreTable) -> None:
     if d.ticks == "dwt" and core.cpu not in DWT_CPUS:
-        raise BoardValueError("[device].ticks", d.ticks, f"'dwt' needs a Cortex-M3/M4/M7/M33 cycle counter; {core.cpu} has none")
+        raise BoardValueError("[device].ticks", d.ticks, f"'dwt' needs a Cortex-M3/M4/M7/M33/M55 cycle counter; {core.cpu} has none")
     stm32 = d.uart.startswith("stm32")
     if stm32 != (d.uart_brr is not None):
         raise BoardValueError("[device].uart_brr", d.uart_brr, "is required for an STM32 USART (kernel clock after reset / baud)"

@@ -537,6 +537,7 @@ def analyze(
     opt_time: float = typer.Option(5.0, "--opt-time", parser=_budget_seconds, metavar="SECONDS", help="As `build --opt-time` (the arena is the fixed pass sequence's, which the orchestrator never exceeds)."),
     passes: Optional[str] = typer.Option(None, "--passes", help="As `build --passes`."),
     stack: Optional[str] = typer.Option(None, "--stack", parser=_stack, metavar="SIZE|auto", help="As `build --stack` (auto: judged with the board's reservation)."),
+    input_where: str = typer.Option("arena", "--input", help="As `build --input`: 'arena' (the default) or 'outside' (the caller's buffer; the arena excludes it)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the tables."),
 ) -> None:
     """What the model needs and whether it fits the board, from the file alone (no toolchain, no QEMU): per
@@ -545,7 +546,7 @@ def analyze(
     if an operator is unsupported, 5 if the model cannot fit, else 0."""
     from .analysis import analyze as run_analysis
     options = BuildOptions(pool_per_region=pool_per_region, schedule_seconds=schedule_time, opt_seconds=opt_time,
-                           passes=_pass_names(passes), stack=stack)  # fmt: skip
+                           passes=_pass_names(passes), stack=stack, input_outside=input_outside(input_where))  # fmt: skip
     a = run_analysis(model, board, ram, flash, options)
     _finish(a.to_json(), as_json, lambda: _print_analysis(a), _analysis_error(a))
 

@@ -4,7 +4,7 @@
  * The platform layer is three drivers, one file each in firmware/drivers/, behind the interfaces below; the
  * board file picks them (edgemem/target/image.py copies only those into the project):
  *   host link  host_semihosting.c (QEMU images) | host_serial.c (real-board images)
- *   timer      timer_<kind>.c: cmsdk, stm32_tim_pair, nrf51 ([qemu.timer] kind) | dwt ([device] ticks)
+ *   timer      timer_<kind>.c: cmsdk, stm32_tim_pair, nrf51, sse_counter ([qemu.timer] kind) | dwt ([device] ticks)
  *   UART       uart_<kind>.c: cmsdk, stm32_usart, stm32_usart_v2, nrf51 ([qemu.uart] kind, [device] uart)
  * A new board peripheral is a new driver file, not a new #ifdef branch.
  *

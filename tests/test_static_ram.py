@@ -89,7 +89,9 @@ def test_build_says_fits_exactly_when_the_firmware_links(tmp_path):
                                   f"stack {STACK:,} B", f".bss {roomy.sizes.bss_bytes:,} B")  # fmt: skip
             assert re.search(r"needs ([\d,]+) B there", message)
             assert int(re.search(r"needs ([\d,]+) B there", message).group(1).replace(",", "")) >= used > RAM - 16
-            assert not (tmp_path / f"tight{width}").exists()  # nothing half-written
+            # nothing half-written: the refusal's own report only (report/refusal.py), no firmware
+            left = {p.name for p in (tmp_path / f"tight{width}").iterdir()}
+            assert left <= {"report.html", "refusal.json", ".edgemem-output"} and "firmware.elf" not in left, left
     assert {v[0] for v in verdicts.values()} == {True, False}, verdicts  # the sizes straddle the boundary
 
 

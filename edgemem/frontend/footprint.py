@@ -52,11 +52,13 @@ _PAD_OPS = ("PAD", "PADV2")
 
 
 def operator_floor_bytes(model, inplace_ops: frozenset[str] = frozenset(), fold_pads: bool = False,
-                         capabilities=None) -> tuple[int, int]:
+                         capabilities=None, input_outside: bool = False) -> tuple[int, int]:
     """(bytes, operator index) of the operator whose live activations are largest whatever the passes with
     ``capabilities`` (edgemem.memory.floor: Elide/Overlap) do; operators folded at import (frontend/fold.py)
     hold constants. ``inplace_ops`` and ``fold_pads`` are shorthands: an operator of ``inplace_ops`` may write
-    its output over an input, a PAD may fold into the convolutions reading it."""
+    its output over an input, a PAD may fold into the convolutions reading it. ``input_outside``: the graph
+    inputs are the caller's buffers (ir/outside.py) and count nothing at any operator, not only in a patch
+    stage (tflm_xtensa_micro_speech_lstm: a 16,513 B floor from its input, the build's arena 3,924 B)."""
     from ..memory import Elide, Overlap, from_tflite, operator_floor
 
     caps = list(capabilities or ())
@@ -66,6 +68,11 @@ def operator_floor_bytes(model, inplace_ops: frozenset[str] = frozenset(), fold_
         caps.append(Elide(frozenset(_PAD_OPS), frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})))
     folded_values, folded = _folded(model)
     mm = from_tflite(model, 1, folded=folded, constants=set(folded_values))
+    if input_outside:
+        inputs = {int(t) for t in model.Subgraphs(0).InputsAsNumpy()} if model.Subgraphs(0).InputsLength() else set()
+        for name, st in mm.storages.items():
+            if st.producer is None and mm.tensor_of.get(name) in inputs:
+                st.size = 0
     floor, v = operator_floor(mm, caps)
     return floor, (mm.op_index[v] if v >= 0 else -1)
 

@@ -61,8 +61,8 @@ def quantize_float(shape, out_dtype: str, scale: float, zero_point: int):
 
 
 def dequantize(shape, in_dtype: str, scale: float, zero_point: int):
-    """DEQUANTIZE integer -> float32, TFLM: static_cast<float>(double(scale) * (x - zp)). For int16, (x - zp)
-    has at most 17 bits and the float32 scale 24, so the double product is exact and one float32 multiply
+    """DEQUANTIZE integer -> float32, TFLM: static_cast<float>(double(scale) * (x - zp)). For int16 (and uint8),
+    (x - zp) has at most 17 bits and the float32 scale 24, so the double product is exact and one float32 multiply
     (correctly rounded) gives the same float."""
     x = te.placeholder(tuple(shape), in_dtype, name="x")
     out = te.compute(

@@ -19,6 +19,10 @@ from ..fold import python_slices
 from .registry import OpContext, lowering
 
 MOVE = ("int8", "int16", "float32", "int32", "bool")
+# The uint8 layout operators TFLite Micro runs: its RESHAPE and SQUEEZE copy bytes whatever the type, REVERSE_V2 has a
+# uint8 case and BROADCAST_TO copies by element size. Its other layout kernels (TRANSPOSE, CONCATENATION, PAD, SLICE,
+# EXPAND_DIMS, GATHER, ...) refuse uint8, so edgemem refuses them too rather than run a model TFLM cannot.
+MOVE_U8 = MOVE + ("uint8",)
 
 
 def _vec(ctx: OpContext, t, what: str) -> list[int]:
@@ -53,7 +57,8 @@ def _slices(ctx, kind, x, outs, axis, sizes):
     return relax.Tuple(pieces)
 
 
-@lowering("SQUEEZE", "EXPAND_DIMS", types=MOVE)
+@lowering("SQUEEZE", types=MOVE_U8)
+@lowering("EXPAND_DIMS", types=MOVE)
 def view(ctx: OpContext):
     x, y = ctx.inputs[0], ctx.outputs[0]
     if ctx.dtype(x) != ctx.dtype(y):
@@ -61,9 +66,10 @@ def view(ctx: OpContext):
     return ctx.reshape(ctx.expr(x), ctx.shape(y))
 
 
-@lowering("RESHAPE", types=("int16",))
+@lowering("RESHAPE", types=("int16", "uint8"))
 def reshape(ctx: OpContext):
-    """A view (int8 and float RESHAPE go through TVM's converter, which keeps them views too)."""
+    """A view (int8 and float RESHAPE go through TVM's converter, which keeps them views too; its QDQ import has
+    no uint8 path, so uint8 ones are views here as int16 ones)."""
     return view(ctx)
 
 
@@ -181,11 +187,16 @@ def strided_slice(ctx: OpContext):
     return _affine(ctx, "STRIDED_SLICE", x, y, starts, steps, sources, kernel_shape=shape)
 
 
-@lowering("REVERSE_V2", types=MOVE)
+@lowering("REVERSE_V2", types=MOVE_U8)
 def reverse(ctx: OpContext):
     x, y = ctx.inputs[0], ctx.outputs[0]
     shape = ctx.shape(x)
-    axes = {a % len(shape) for a in _vec(ctx, ctx.inputs[1], "axis")}
+    listed = sorted(a % len(shape) for a in _vec(ctx, ctx.inputs[1], "axis"))
+    if any(b != a + 1 for a, b in zip(listed, listed[1:])):
+        # TFLM's Eval refuses it ("Non-contiguous `axes` not supported", a repeated axis included) for every type
+        ctx.refuse(f"it reverses axes {listed}, which are not distinct neighbours; TFLite Micro reverses only neighbouring "
+                   "axes. Reverse them in two operators.")
+    axes = set(listed)
     starts = [d - 1 if a in axes else 0 for a, d in enumerate(shape)]
     steps = [-1 if a in axes else 1 for a in range(len(shape))]
     return _affine(ctx, "REVERSE_V2", x, y, starts, steps, list(range(len(shape))))
@@ -364,7 +375,7 @@ def mirror_pad(ctx: OpContext):
     return _emit_copy(ctx, "MIRROR_PAD", k.pick([shape], [ctx.dtype(x)], ctx.shape(y), ctx.dtype(y), fn), [ctx.expr(x)], y)
 
 
-@lowering("BROADCAST_TO", types=MOVE)
+@lowering("BROADCAST_TO", types=MOVE_U8)
 def broadcast_to(ctx: OpContext):
     x, y = ctx.inputs[0], ctx.outputs[0]
     return _emit_copy(ctx, "BROADCAST_TO", k.broadcast_to(ctx.shape(x), ctx.dtype(x), ctx.shape(y)), [ctx.expr(x)], y)
