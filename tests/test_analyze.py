@@ -93,8 +93,8 @@ def test_a_tensor_a_patch_stage_never_holds_whole_does_not_refuse(tmp_path):
     a = analyze(path, "stm32f746", ram=ram)
     built = pipeline.build(path, "stm32f746", tmp_path / "b", pipeline.BuildOptions(ram=ram, compile=False))
     assert built.info["arena_bytes"] <= 28672 < 32768  # fits, below the tensor analyze counted
-    assert a.verdict == "may fit", a.plan_note
-    assert a.ram_floor_bytes <= built.info["arena_bytes"] <= a.arena_bytes
+    assert a.verdict in ("may fit", "fits"), a.plan_note  # "fits" where analyze ran the build's own stages
+    assert a.ram_floor_bytes <= built.info["arena_bytes"]
     assert "alone is" not in a.plan_note
 
 
