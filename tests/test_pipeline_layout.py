@@ -30,11 +30,12 @@ def _module(name: str) -> ast.Module:
 
 
 def test_pipeline_py_defines_the_build_only():
-    """Public functions of pipeline.py: build, nothing else (the run, the report, the symbolic entry point and
-    the stages live in their own modules)."""
+    """Public functions of pipeline.py: build, and the same build stopped at its plan (plan_only: analyze and a
+    refusal's ways out ask it what a build would plan); the run, the report, the symbolic entry point and the
+    stages live in their own modules."""
     tree = _module("pipeline.py")
     public = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
-    assert public == ["build"]
+    assert public == ["build", "plan_only"]
 
 
 # The modules of the split: what they offer others is public.
@@ -55,7 +56,7 @@ def test_modules_import_no_private_names_of_the_pipeline_stages(name):
             if module in SPLIT or name in ("profiling.py", "validation.py"):
                 private += [f"{module}.{a.name}" for a in node.names if a.name.startswith("_")]
             if module == "pipeline":
-                assert {a.name for a in node.names} <= {"BuildOptions", "build", "Stages"}, name
+                assert {a.name for a in node.names} <= {"BuildOptions", "build", "plan_only", "Stages"}, name
     assert private == [], f"{name} imports private names: {private}"
 
 
