@@ -6,10 +6,8 @@ through tests/test_firmware.py, which takes every shipped board with a QEMU stan
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +15,10 @@ import pytest
 
 from edgemem import device_run, pipeline
 from edgemem.board import _to_board, load_board, validate_board
-from edgemem.reference import reference_outputs, seeded_inputs, tflm_outputs
-from edgemem.target.qemu import QemuSerial
-from edgemem.validation import validate
+from edgemem.reference import seeded_inputs, tflm_outputs
 
-from op_check import assert_outputs_match, dequantized_steps
 from shared_models import model_path
+from core_checks import ANCHORS, example_runs_bit_exact, anchor_runs_bit_exact, converter_model_runs_like_the_reference, profile_and_validate_over_the_uart
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "kws_tiny_int8.tflite"
@@ -58,26 +54,13 @@ def test_board_is_an_armv8m_core_with_dsp_and_fpu():
 
 
 def test_example_runs_bit_exact_with_the_dsp_kernels(tmp_path):
-    result = pipeline.build(EXAMPLE, BOARD, tmp_path / "p")
-    assert "-mcpu=cortex-m33" in (tmp_path / "p" / "Makefile").read_text()
-    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / "p" / "firmware.elf")], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
-    assert "\tsmlad\t" in dis and "\tsxtb16\t" in dis  # the kernels' __ARM_FEATURE_DSP path is compiled in
-    x = seeded_inputs(EXAMPLE, 4)
-    res = device_run.run(tmp_path / "p", x)
-    np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(EXAMPLE, x)[0])
-    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+    ops = example_runs_bit_exact(BOARD, "cortex-m33", tmp_path / "p")
+    assert {"smlad", "sxtb16"} <= ops  # the kernels' __ARM_FEATURE_DSP path is compiled in
 
 
-@pytest.mark.parametrize("name", ["mlperf_kws_dscnn_int8", "tflm_micro_speech_int8", "mlperf_ic_resnet8_int8"])
+@pytest.mark.parametrize("name", ANCHORS)
 def test_anchor_models_run_bit_exact(name, tmp_path):
-    path = model_path(name)
-    result = pipeline.build(path, BOARD, tmp_path / "p")
-    x = seeded_inputs(path, 1)
-    res = device_run.run(tmp_path / "p", x, timeout_s=300)
-    for got, want in zip(res["output_arrays"], tflm_outputs(path, x), strict=True):
-        np.testing.assert_array_equal(got, want)
-    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+    anchor_runs_bit_exact(name, BOARD, tmp_path / "p")
 
 
 def test_stm32u585_runs_on_its_an505_stand_in(tmp_path):
@@ -97,49 +80,14 @@ def test_stm32u585_runs_on_its_an505_stand_in(tmp_path):
 @pytest.mark.parametrize("name", ["kws_dscnn-int8", "kws_dscnn-int16", "conv1d_dilated_floatio-int8",
                                   "transformer_encoder-int8", "conv_autoencoder-float32"])  # fmt: skip
 def test_converter_made_models_run_like_the_reference(name, tmp_path):
-    path = ARCH / f"{name}.tflite"
     extra = {"ram": 4 << 20, "flash": 4 << 20} if name.endswith("float32") else {}  # the AN505 has 4 MiB of each
-    result = pipeline.build(path, BOARD, tmp_path / "p", pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5, **extra))
-    inputs = seeded_inputs(path, 0)
-    res = device_run.run(tmp_path / "p", inputs, timeout_s=600)
-    want, oracle = reference_outputs(path, inputs)
-    assert_outputs_match(res["output_arrays"], want, oracle, name, dequantized_steps(path))
-    assert res["arena_high_water_bytes"] <= result.info["arena_bytes"]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    return subprocess.run([sys.executable, "-m", "edgemem.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=600)  # fmt: skip
+    converter_model_runs_like_the_reference(name, BOARD, tmp_path / "p", **extra)
 
 
 def test_profile_and_validate_over_the_uart(tmp_path):
     """`build --profile` then `profile` (the report over the AN505's UART0 socket: arena = plan at every step,
     instructions from the CMSDK timer) and `validate` (seeded inputs sent over that UART)."""
-    out = tmp_path / "p"
-    p = _cli("build", "--board", BOARD, str(EXAMPLE), "-o", str(out), "--profile")
-    assert p.returncode == 0, p.stderr
-    p = _cli("profile", str(out), "--json")
-    assert p.returncode == 0, p.stderr
-    prof = json.loads((out / "profile.json").read_text())
-    steps = prof["steps"]
-    assert steps and all(s["measured_high_water_bytes"] == s["predicted_high_water_bytes"] for s in steps)
-    assert all(s["instructions"] > 0 for s in steps)
-    assert prof["bit_exact"] is True and prof["arena_matches_plan"] is True
-    # validate over the same UART: seeded inputs sent to the firmware's request loop, outputs back
-    with QemuSerial(out / "firmware.elf", load_board(BOARD), 60) as q:
-        q.connect().close()  # QEMU starts the guest once something connected; validate reconnects
-        report = validate(out, 3, first_seed=5, port=q.url, timeout_s=60)
-        code, _ = q.finish(20)
-    assert report["device"].startswith("serial socket://")
-    assert report["count"] == report["bit_exact_count"] == 3 and report["all_match"] and code == 0
-    # and a plain build validated under QEMU with semihosting
-    plain = tmp_path / "plain"
-    assert _cli("build", "--board", BOARD, str(EXAMPLE), "-o", str(plain)).returncode == 0
-    p = _cli("validate", str(plain), "--count", "3", "--json")
-    assert p.returncode == 0, p.stderr
-    report = json.JSONDecoder().raw_decode(p.stdout)[0]
-    assert report["board"] == BOARD and report["count"] == report["bit_exact_count"] == 3
+    profile_and_validate_over_the_uart(BOARD, tmp_path)
 
 
 def test_pmsav8_register_values():

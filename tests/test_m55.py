@@ -7,28 +7,21 @@ tests/test_firmware.py also takes this board (every shipped board with a QEMU st
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import struct
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from edgemem import device_run, pipeline
 from edgemem.board import load_board, validate_board
 from edgemem.errors import DeviceError, EdgememError
-from edgemem.reference import reference_outputs, seeded_inputs, tflm_outputs
-from edgemem.target.qemu import QemuSerial, run_firmware
+from edgemem.target.qemu import run_firmware
 from edgemem.target.toolchain import build_firmware, render_firmware_files
-from edgemem.validation import validate
 
-from op_check import assert_outputs_match, dequantized_steps
-from shared_models import model_path
+from core_checks import ANCHORS, example_runs_bit_exact, anchor_runs_bit_exact, converter_model_runs_like_the_reference, profile_and_validate_over_the_uart
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCH = ROOT / "tests" / "models" / "arch"
@@ -54,10 +47,6 @@ def _disassembly(elf: Path) -> str:
                           text=True, check=True).stdout  # fmt: skip
 
 
-def _mnemonics(dis: str) -> set[str]:
-    return {m.group(1) for m in re.finditer(r"^\s*[0-9a-f]+:\s+(\S+)", dis, re.M)}
-
-
 def test_board_is_an_armv8_1m_core_with_mve_dsp_and_fpu():
     board = load_board(BOARD)
     assert board.core.armv8m and board.core.dsp and board.core.has_fpu
@@ -75,39 +64,20 @@ def test_board_is_an_armv8_1m_core_with_mve_dsp_and_fpu():
 
 
 def test_example_runs_bit_exact(tmp_path):
-    result = pipeline.build(EXAMPLE, BOARD, tmp_path / "p")
-    assert "-mcpu=cortex-m55" in (tmp_path / "p" / "Makefile").read_text()
-    ops = _mnemonics(_disassembly(tmp_path / "p" / "firmware.elf"))
+    ops = example_runs_bit_exact(BOARD, "cortex-m55", tmp_path / "p")
     assert {"smlad", "sxtb16"} <= ops  # the kernels' __ARM_FEATURE_DSP path is compiled in
     assert {"dls", "le"} <= ops  # Armv8.1-M low-overhead loops, which no M33 has: the M55 code runs under QEMU
-    x = seeded_inputs(EXAMPLE, 4)
-    res = device_run.run(tmp_path / "p", x)
-    np.testing.assert_array_equal(res["output_arrays"][0], tflm_outputs(EXAMPLE, x)[0])
-    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
 
 
-@pytest.mark.parametrize("name", ["mlperf_kws_dscnn_int8", "tflm_micro_speech_int8", "mlperf_ic_resnet8_int8"])
+@pytest.mark.parametrize("name", ANCHORS)
 def test_anchor_models_run_bit_exact(name, tmp_path):
-    path = model_path(name)
-    result = pipeline.build(path, BOARD, tmp_path / "p")
-    x = seeded_inputs(path, 1)
-    res = device_run.run(tmp_path / "p", x, timeout_s=300)
-    for got, want in zip(res["output_arrays"], tflm_outputs(path, x), strict=True):
-        np.testing.assert_array_equal(got, want)
-    assert res["arena_high_water_bytes"] == result.info["arena_bytes"]
+    anchor_runs_bit_exact(name, BOARD, tmp_path / "p")
 
 
 # converter-made: 16x8, int8 with float edges and float32 (the double-precision FPU, hard-float ABI)
 @pytest.mark.parametrize("name", ["kws_dscnn-int16", "conv1d_dilated_floatio-int8", "conv_autoencoder-float32"])
 def test_converter_made_models_run_like_the_reference(name, tmp_path):
-    path = ARCH / f"{name}.tflite"
-    opts = pipeline.BuildOptions(opt_seconds=0, schedule_seconds=0.5)
-    result = pipeline.build(path, BOARD, tmp_path / "p", opts)
-    inputs = seeded_inputs(path, 0)
-    res = device_run.run(tmp_path / "p", inputs, timeout_s=600)
-    want, oracle = reference_outputs(path, inputs)
-    assert_outputs_match(res["output_arrays"], want, oracle, name, dequantized_steps(path))
-    assert res["arena_high_water_bytes"] <= result.info["arena_bytes"]
+    converter_model_runs_like_the_reference(name, BOARD, tmp_path / "p")
 
 
 @pytest.fixture(scope="module")
@@ -183,33 +153,7 @@ def test_timer_counts_one_instruction_per_instruction(fake_firmware):
     assert abs((counts[1] - counts[0]) - 3 * 1_000_000) <= 2 * 32  # two ticks of quantisation
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    return subprocess.run([sys.executable, "-m", "edgemem.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=600)  # fmt: skip
-
-
 def test_profile_and_validate_over_the_uart(tmp_path):
     """`build --profile` then `profile` (the report over the AN547's UART0 socket: arena = plan at every step,
     instructions from the system counter) and `validate` (seeded inputs over that UART, and under semihosting)."""
-    out = tmp_path / "p"
-    p = _cli("build", "--board", BOARD, str(EXAMPLE), "-o", str(out), "--profile")
-    assert p.returncode == 0, p.stderr
-    p = _cli("profile", str(out), "--json")
-    assert p.returncode == 0, p.stderr
-    prof = json.loads((out / "profile.json").read_text())
-    steps = prof["steps"]
-    assert steps and all(s["measured_high_water_bytes"] == s["predicted_high_water_bytes"] for s in steps)
-    assert all(s["instructions"] > 0 for s in steps)
-    assert prof["bit_exact"] is True and prof["arena_matches_plan"] is True
-    with QemuSerial(out / "firmware.elf", load_board(BOARD), 60) as q:
-        q.connect().close()  # QEMU starts the guest once something connected; validate reconnects
-        report = validate(out, 3, first_seed=5, port=q.url, timeout_s=60)
-        code, _ = q.finish(20)
-    assert report["count"] == report["bit_exact_count"] == 3 and report["all_match"] and code == 0
-    plain = tmp_path / "plain"
-    assert _cli("build", "--board", BOARD, str(EXAMPLE), "-o", str(plain)).returncode == 0
-    p = _cli("validate", str(plain), "--count", "3", "--json")
-    assert p.returncode == 0, p.stderr
-    report = json.JSONDecoder().raw_decode(p.stdout)[0]
-    assert report["board"] == BOARD and report["count"] == report["bit_exact_count"] == 3
+    profile_and_validate_over_the_uart(BOARD, tmp_path)
