@@ -28,6 +28,13 @@ def test_odd_model_matches_or_is_refused(seed, tmp_path):
     assert outcome in ("match", "refused", "oracle refuses"), f"seed {seed}: {outcome}: {detail}"
 
 
+@pytest.mark.xfail(strict=True, reason="known wrong answer, found at stop 38's end (benchmarks/fuzz.md): an int8 MUL "
+                   "differs from TFLM by 253 on host and under QEMU; not yet diagnosed")
+def test_known_wrong_mul_seed_22626(tmp_path):
+    outcome, detail = fuzz.odd_outcome(22626, tmp_path)
+    assert outcome in ("match", "refused", "oracle refuses"), f"seed 22626: {outcome}: {detail}"
+
+
 def test_the_generator_covers_what_it_claims():
     """The seeds above hold the odd forms the module promises (so a generator change cannot quietly drop them)."""
     from odd_models import odd_model
