@@ -766,15 +766,11 @@ def validate(
 
 
 def _validate_data(project: Path, data: Path, reference: Optional[Path], port: Optional[str], as_json: bool) -> None:
-    from .validation import MismatchError, validate_data
+    from .validation import MismatchError, data_mismatch_message, validate_data
 
     with _Progress(err, "validating") as progress:
         report = validate_data(project, data, port=port, reference=reference, progress=progress.reached)
-    failure = None if report["all_match"] else MismatchError(
-        f"{report['count'] - report['matching_count']} of {report['count']} samples of {report['data']} give outputs on "
-        f"{report['board']} ({report['device']}) that differ from {report['oracle']} (max |diff| {report['max_abs_diff']}): "
-        "rebuild the project from the model (`edgemem build --force`) and, if it persists, report it with the model "
-        "and the sample.")  # fmt: skip
+    failure = None if report["all_match"] else MismatchError(data_mismatch_message(report))
     _finish(report, as_json, lambda: _print_data_validation(report), failure)
 
 

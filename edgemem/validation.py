@@ -104,6 +104,16 @@ def mismatch_message(report: dict) -> str:
     )
 
 
+def data_mismatch_message(report: dict) -> str:
+    """``mismatch_message`` for a ``validate_data`` report: how many samples, how far off."""
+    return (
+        f"{report['count'] - report['matching_count']} of {report['count']} samples of {report['data']} give outputs on "
+        f"{report['board']} ({report['device']}) that differ from {report['oracle']} (max |diff| {report['max_abs_diff']}): "
+        "rebuild the project from the model (`edgemem build --force`) and, if it persists, report it with the model "
+        "and the sample."
+    )
+
+
 def _device_runner(port: str | None, board: Board, timeout_s: float, project: Path) -> Runner:
     """How one inference reaches the device: QEMU (a fresh run each), or the device on a serial port."""
     if port is not None:
